@@ -1,0 +1,96 @@
+# tally - top-level build.  `make` builds the library, the tests and the
+# command-line tool into build/; `make test` runs every test in a plain, an
+# ASan+UBSan and a TSan build; `make demo` runs the reference benchmarks.
+
+PREFIX ?= /usr/local
+BUILD ?= build
+CC ?= cc
+ifeq ($(origin CC),default)
+CC := gcc
+endif
+
+VERSION := 0.1.0
+WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
+	-Wpointer-arith -Wcast-align -Wwrite-strings -Wundef -Wvla \
+	-Wformat=2 -Wno-unused-parameter
+ifneq ($(CI),)
+WARN += -Werror
+endif
+OPT ?= -O2 -g
+SAN ?=
+CFLAGS_ALL := -std=gnu11 -fPIC -pthread $(OPT) $(SAN) $(WARN) -Iinclude -Isrc \
+	$(CFLAGS)
+LDFLAGS_ALL := -pthread $(SAN) $(LDFLAGS)
+LIBS := -lm
+
+LIB_SRC := $(wildcard src/*.c)
+BENCH_SRC := $(wildcard bench/*.c)
+CLI_SRC := $(wildcard cli/*.c)
+TEST_SRC := $(wildcard tests/test_*.c)
+TEST_SUPPORT := $(filter-out $(TEST_SRC),$(wildcard tests/*.c))
+HEADERS := $(wildcard include/tally/*.h src/*.h bench/*.h tests/*.h cli/*.h)
+
+LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
+BENCH_OBJ := $(BENCH_SRC:%.c=$(BUILD)/obj/%.o)
+CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
+SUPPORT_OBJ := $(TEST_SUPPORT:%.c=$(BUILD)/obj/%.o)
+TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+
+.PHONY: all lib tests test demo install clean deps check-sanitizers
+.DEFAULT_GOAL := all
+
+all: deps lib $(BUILD)/tally tests
+
+deps:
+	@sh scripts/ensure-deps.sh build
+
+lib: $(BUILD)/libtally.a $(BUILD)/libtally.so $(BUILD)/tally.pc
+
+tests: $(TEST_BIN)
+
+$(BUILD)/obj/%.o: %.c $(HEADERS) Makefile
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -c $< -o $@
+
+$(BUILD)/libtally.a: $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/libtally.so: $(LIB_OBJ)
+	$(CC) -shared -Wl,-soname,libtally.so.0 -o $@ $^ $(LDFLAGS_ALL) $(LIBS)
+
+$(BUILD)/tally.pc: tally.pc.in Makefile
+	@mkdir -p $(BUILD)
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' $< > $@
+
+$(BUILD)/tally: $(CLI_OBJ) $(BENCH_OBJ) $(BUILD)/libtally.a
+	$(CC) -o $@ $(CLI_OBJ) $(BENCH_OBJ) $(BUILD)/libtally.a $(LDFLAGS_ALL) $(LIBS)
+
+$(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(SUPPORT_OBJ) $(BUILD)/libtally.a
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $< $(SUPPORT_OBJ) $(BUILD)/libtally.a $(LDFLAGS_ALL) $(LIBS)
+
+# Every test, three builds: plain, ASan+UBSan, TSan.  The runner prints the
+# closing "N passed, N failed" line.
+test: deps
+	@sh scripts/ensure-deps.sh test
+	$(MAKE) --no-print-directory BUILD=build tests
+	$(MAKE) --no-print-directory BUILD=build/asan OPT="-O1 -g" \
+		SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" tests
+	$(MAKE) --no-print-directory BUILD=build/tsan OPT="-O1 -g" \
+		SAN="-fsanitize=thread" tests
+	@sh scripts/run-tests.sh
+
+demo: all
+	$(BUILD)/tally bench counter
+
+install: lib
+	install -d $(DESTDIR)$(PREFIX)/include/tally $(DESTDIR)$(PREFIX)/lib/pkgconfig
+	install -m 644 include/tally/*.h $(DESTDIR)$(PREFIX)/include/tally/
+	install -m 644 $(BUILD)/libtally.a $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 $(BUILD)/libtally.so $(DESTDIR)$(PREFIX)/lib/libtally.so.0
+	ln -sf libtally.so.0 $(DESTDIR)$(PREFIX)/lib/libtally.so
+	install -m 644 $(BUILD)/tally.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
+
+clean:
+	rm -rf build

@@ -1,0 +1,326 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef TALLY_COUNTER_H
+#define TALLY_COUNTER_H
+
+/*
+ * tally/counter.h - hierarchical per-CPU counters.
+ *
+ * An add touches only the current CPU's slot (an rseq add-return, no
+ * atomic).  Whenever that slot crosses a multiple of the batch, the crossed
+ * amount (the "carry") is added atomically to the leaf item shared by a
+ * few neighbouring CPUs; that item carries on to its parent when it crosses
+ * a multiple of batch x arity, and so on.  The root item is the approximate
+ * sum: one load.  The precise sum adds every CPU's slot.
+ *
+ *   level 3 (root)                [        R        ]     approximate sum
+ *   level 2                  [   i   ]           [   j   ]
+ *   level 1                [ a ]   [ b ]       [ c ]   [ d ]
+ *   level 0 (per CPU)     c0  c1  c2  c3      c4  c5  c6  c7
+ *
+ * Accuracy.  At quiescence (no add in flight):
+ *
+ *	precise - under <= approximate <= precise + over
+ *
+ * Every slot and item keeps the remainder it has not carried, always in
+ * [0, step - step_below] where step is batch at level 0 and batch times the
+ * arities up to that level above it, so the approximation never exceeds
+ * the precise sum (over = 0) and
+ *
+ *	under = nr_cpus * (batch - 1)
+ *	      + sum over levels l = 1 .. L-1 of
+ *		items_l * batch * a_1 * ... * a_(l-1) * (a_l - 1)
+ *
+ * where items_l counts the level-l items that have at least one CPU.  The
+ * kernel's simpler formula batch * L * 2^order is an upper bound of it.
+ * While adds are in flight the difference can exceed the bound.
+ *
+ *	CPUs   shape       batch   under (tally)   kernel formula
+ *	   2   {2}            32              62               64
+ *	  64   {4,4,4}        32            5056             6144
+ *	 256   {8,8,4}        32           22272            24576
+ *	 384   {8,8,8}        32           40576            49152
+ *	4096   {8,8,8,8}      32          471040           524288
+ *
+ * tally_counter_accuracy() computes the bound for any domain and batch.
+ */
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <tally/domain.h>
+#include <tally/percpu.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** struct tally_counter_item - one cache-line-aligned tree item. */
+struct tally_counter_item {
+	long value;
+} __attribute__((aligned(64)));
+
+/**
+ * struct tally_counter - a hierarchical per-CPU counter.
+ *
+ * Fields are private: use the functions below.
+ */
+struct tally_counter {
+	long *level0;				/* per-CPU slot */
+	unsigned long batch;			/* power of two >= 2 */
+	struct tally_counter_item *items;	/* levels 1..L, root last */
+	struct tally_domain *domain;
+	long bias;				/* added to both sums (set) */
+	unsigned long under;			/* accuracy bound, see above */
+	unsigned int flags;
+};
+
+/* Internal flag bits of struct tally_counter. */
+#define TALLY_COUNTER_SIMULATED 0x1u
+#define TALLY_COUNTER_OWNS_ITEMS 0x2u
+#define TALLY_COUNTER_OWNS_PERCPU 0x4u
+
+/**
+ * tally_counter_init() - set up one counter at 0.
+ * @c: the counter.
+ * @d: its domain; NULL means the system domain.
+ * @batch: power of two >= 2: how far a CPU's slot may move before it
+ *	carries into the tree (the kernel uses 32 for RSS).
+ *
+ * Return: 0, -EINVAL for a NULL @c or a bad batch, -ENOMEM, or -ENODEV when
+ * @d is NULL and the system's CPUs cannot be read.
+ */
+int tally_counter_init(struct tally_counter *c, struct tally_domain *d,
+		       unsigned long batch);
+
+/**
+ * tally_counter_items_size() - bytes of item memory one counter needs.
+ * @d: the domain; NULL means the system domain.
+ *
+ * Return: the size (a multiple of 64), or 0 when @d is NULL and the system's
+ * CPUs cannot be read.
+ */
+size_t tally_counter_items_size(const struct tally_domain *d);
+
+/**
+ * tally_counter_init_many() - set up @nr counters with one per-CPU
+ *	allocation.
+ * @c: array of @nr counters.
+ * @items: 64-byte aligned memory of @nr * tally_counter_items_size(@d)
+ *	bytes owned by the caller, or NULL to let tally allocate it.
+ * @nr: number of counters, 1 to %TALLY_PERCPU_UNIT / sizeof(long).
+ * @d: their domain; NULL means the system domain.
+ * @batch: as for tally_counter_init().
+ *
+ * The @nr level-0 slots of one CPU are adjacent: updating counter i and
+ * counter j on one CPU touches one cache line.  Free with
+ * tally_counter_destroy_many() on the same array.
+ *
+ * Return: 0, -EINVAL for NULL @c, @nr out of range, misaligned @items or a
+ * bad batch, -ENOMEM, -ENODEV as for tally_counter_init().
+ */
+int tally_counter_init_many(struct tally_counter *c, void *items, size_t nr,
+			    struct tally_domain *d, unsigned long batch);
+
+/** tally_counter_destroy() - free a counter from tally_counter_init(). */
+void tally_counter_destroy(struct tally_counter *c);
+
+/**
+ * tally_counter_destroy_many() - free counters from tally_counter_init_many().
+ * @c: the array given to tally_counter_init_many().
+ * @nr: its length.
+ */
+void tally_counter_destroy_many(struct tally_counter *c, size_t nr);
+
+/* Internal: carry @carry from CPU @cpu's slot into the tree. */
+void tally_counter_propagate(struct tally_counter *c, unsigned int cpu,
+			     long carry);
+/* Internal: add on a simulated domain without a CPU (current CPU modulo). */
+void tally_counter_add_simulated(struct tally_counter *c, long inc);
+
+/*
+ * The carry of a move from @orig to @res: the multiples of @batch crossed.
+ * It equals the kernel's bit rule (low bits of |inc| cleared, plus one
+ * batch when (inc ^ orig ^ res) & batch) and is computed without branches.
+ * Unsigned arithmetic: a slot may wrap past LONG_MAX without harm.
+ */
+static inline long tally_counter_carry(unsigned long orig, unsigned long res,
+				       unsigned long batch)
+{
+	return (long)((res & ~(batch - 1)) - (orig & ~(batch - 1)));
+}
+
+/**
+ * tally_counter_add() - add @inc (any sign) on the current CPU.
+ * @c: an initialized counter.
+ * @inc: the increment.
+ *
+ * A few nanoseconds: an rseq add-return and, once per batch, an atomic add
+ * per tree level crossed.  On a simulated domain the current CPU number is
+ * taken modulo the domain's CPU count (use tally_counter_add_cpu() there).
+ */
+static inline void tally_counter_add(struct tally_counter *c, long inc)
+{
+	unsigned int cpu;
+	long res, carry;
+
+	if (__builtin_expect(c->flags & TALLY_COUNTER_SIMULATED, 0)) {
+		tally_counter_add_simulated(c, inc);
+		return;
+	}
+	res = tally_percpu_add_return(c->level0, inc, &cpu);
+	carry = tally_counter_carry((unsigned long)res - (unsigned long)inc,
+				    (unsigned long)res, c->batch);
+	if (__builtin_expect(carry != 0, 0))
+		tally_counter_propagate(c, cpu, carry);
+}
+
+/**
+ * tally_counter_add_cpu() - add @inc on simulated CPU @cpu.
+ * @c: a counter on a simulated domain.
+ * @cpu: a CPU below the domain's count.
+ * @inc: the increment.
+ *
+ * Atomic on the slot: threads may share a simulated CPU.
+ *
+ * Return: 0, or -EINVAL for a NULL @c, a counter on the system domain or a
+ * CPU out of range.
+ */
+int tally_counter_add_cpu(struct tally_counter *c, unsigned int cpu, long inc);
+
+/**
+ * tally_counter_approximate_sum() - the root item plus the bias: one load.
+ * @c: an initialized counter.
+ */
+long tally_counter_approximate_sum(const struct tally_counter *c);
+
+/** tally_counter_approximate_sum_positive() - as above, clamped at 0. */
+long tally_counter_approximate_sum_positive(const struct tally_counter *c);
+
+/**
+ * tally_counter_precise_sum() - every CPU's slot plus the bias: O(nr_cpus).
+ * @c: an initialized counter.
+ *
+ * Exact when no add is in flight.
+ */
+long tally_counter_precise_sum(const struct tally_counter *c);
+
+/**
+ * tally_counter_precise_sum_positive() - as above, clamped at 0.
+ *
+ * A sum taken while adds run can observe a decrement before the increment
+ * it follows; callers that divide by a size want this variant.
+ */
+long tally_counter_precise_sum_positive(const struct tally_counter *c);
+
+/**
+ * tally_counter_approximate_accuracy_range() - accumulate the bounds.
+ * @c: an initialized counter.
+ * @under: incremented by how far the approximation may be below the
+ *	precise sum.
+ * @over: incremented by how far it may be above.
+ *
+ * Adds into the caller's variables (saturating), so the range of a sum of
+ * counters is accumulated by calling this once per counter.
+ */
+void tally_counter_approximate_accuracy_range(const struct tally_counter *c,
+					      unsigned long *under,
+					      unsigned long *over);
+
+/**
+ * tally_counter_accuracy() - the bounds for a domain and a batch.
+ * @d: the domain; NULL means the system domain.
+ * @batch: power of two >= 2.
+ * @under: set to the largest precise - approximate at quiescence.
+ * @over: set to the largest approximate - precise at quiescence.
+ *
+ * Return: 0, -EINVAL for a bad batch or NULL outputs, -ENODEV when @d is
+ * NULL and the system's CPUs cannot be read.
+ */
+int tally_counter_accuracy(const struct tally_domain *d, unsigned long batch,
+			   unsigned long *under, unsigned long *over);
+
+/**
+ * tally_counter_approximate_min_max_range() - the interval that must hold
+ *	the precise value.
+ * @approx: an approximate sum (or a sum of several).
+ * @under: the accumulated under bound.
+ * @over: the accumulated over bound.
+ * @min: set to approx - over (saturated at LONG_MIN).
+ * @max: set to approx + under (saturated at LONG_MAX).
+ */
+void tally_counter_approximate_min_max_range(long approx, unsigned long under,
+					     unsigned long over, long *min,
+					     long *max);
+
+/**
+ * tally_counter_approximate_min_max() - [min, max] holding the precise sum.
+ * @c: an initialized counter.
+ * @min: set to the smallest value the precise sum can have.
+ * @max: set to the largest.
+ */
+void tally_counter_approximate_min_max(const struct tally_counter *c,
+				       long *min, long *max);
+
+/**
+ * tally_counter_approximate_compare() - compare two counters from their
+ *	approximations alone.
+ * @a: first counter.
+ * @b: second counter.
+ *
+ * Return: -1 when @a is surely below @b, 1 when surely above, 0 when their
+ * ranges overlap and the approximations cannot decide; -EINVAL for NULL.
+ */
+int tally_counter_approximate_compare(const struct tally_counter *a,
+				      const struct tally_counter *b);
+
+/**
+ * tally_counter_approximate_compare_value() - compare a counter with @v.
+ * @c: the counter.
+ * @v: the value.
+ *
+ * Return: -1 when the counter is surely below @v, 1 when surely above, 0
+ * when undecided; -EINVAL for NULL.
+ */
+int tally_counter_approximate_compare_value(const struct tally_counter *c,
+					    long v);
+
+/**
+ * tally_counter_precise_compare() - compare two counters exactly.
+ * @a: first counter.
+ * @b: second counter.
+ *
+ * Uses the approximations first and takes precise sums only when they
+ * cannot decide, starting with the counter whose range is wider.
+ *
+ * Return: -1, 0 or 1 as @a's precise sum is below, equal to or above @b's;
+ * -EINVAL for NULL.
+ */
+int tally_counter_precise_compare(const struct tally_counter *a,
+				  const struct tally_counter *b);
+
+/**
+ * tally_counter_precise_compare_value() - compare a counter with @v exactly.
+ * @c: the counter.
+ * @v: the value.
+ *
+ * Return: -1, 0 or 1 as the precise sum is below, equal to or above @v;
+ * -EINVAL for NULL.
+ */
+int tally_counter_precise_compare_value(const struct tally_counter *c, long v);
+
+/**
+ * tally_counter_set() - make the counter read @v.
+ * @c: an initialized counter.
+ * @v: the new value.
+ *
+ * Adjusts the bias so that the precise sum is @v; the tree is untouched,
+ * so the accuracy bounds still hold.  Adds that run concurrently may be
+ * absorbed into the bias: call it when the counter is quiet.
+ */
+void tally_counter_set(struct tally_counter *c, long v);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TALLY_COUNTER_H */

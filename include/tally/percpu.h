@@ -1,0 +1,261 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef TALLY_PERCPU_H
+#define TALLY_PERCPU_H
+
+/*
+ * tally/percpu.h - per-CPU memory and per-CPU updates without atomics.
+ *
+ * Memory.  tally_percpu_alloc() returns a per-CPU pointer: the address of
+ * CPU 0's copy.  CPU c's copy lives TALLY_PERCPU_UNIT bytes further per CPU:
+ *
+ *   chunk:  | unit of CPU 0 | unit of CPU 1 | ... | unit of CPU n-1 |
+ *             [a][b][c]...    [a][b][c]...          [a][b][c]...
+ *
+ * Allocations of one domain are packed inside each CPU's unit, so the slots
+ * that many counters keep for one CPU share that CPU's cache lines and
+ * never a line of another CPU.  A counter's level 0 costs 8 bytes per CPU.
+ *
+ * Updates.  On the system domain, tally_percpu_add() and
+ * tally_percpu_add_return() update the current CPU's copy inside a
+ * restartable sequence (rseq): a plain load, add and store that the kernel
+ * restarts if the thread is preempted, migrated or signalled before the
+ * store.  No atomic instruction, no lock prefix.  glibc's rseq registration
+ * is reused (__rseq_offset); tally registers its own area only when glibc
+ * did not.  If rseq cannot be used at all the whole process falls back to
+ * an atomic add on the slot of sched_getcpu()'s CPU, still exact.
+ *
+ * On a simulated domain updates name their CPU and are atomic adds
+ * (tally_percpu_add_return_cpu()), so any number of threads may update the
+ * same simulated CPU.
+ */
+
+#include <stddef.h>
+#include <stdint.h>
+#include <tally/domain.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** log2 of the distance between two CPUs' copies of a per-CPU object. */
+#define TALLY_PERCPU_UNIT_SHIFT 16
+/** Distance in bytes between two CPUs' copies; also the largest allocation. */
+#define TALLY_PERCPU_UNIT (1ul << TALLY_PERCPU_UNIT_SHIFT)
+
+/**
+ * tally_percpu_alloc() - allocate zeroed per-CPU memory.
+ * @d: the domain (NULL means the system domain).
+ * @size: bytes per CPU, 1 to %TALLY_PERCPU_UNIT.
+ * @align: alignment of each CPU's copy: a power of two up to 4096, or 0
+ *	for 8.
+ *
+ * Return: the per-CPU pointer (CPU 0's copy), or NULL with errno set to
+ * EINVAL (bad size or alignment, no system domain) or ENOMEM.
+ */
+void *tally_percpu_alloc(struct tally_domain *d, size_t size, size_t align);
+
+/**
+ * tally_percpu_free() - free per-CPU memory.
+ * @d: the domain it was allocated from (NULL means the system domain).
+ * @ptr: a pointer from tally_percpu_alloc() on @d, or NULL (ignored).
+ *
+ * The memory is zeroed again before it is reused.
+ */
+void tally_percpu_free(struct tally_domain *d, void *ptr);
+
+/**
+ * tally_percpu_ptr() - CPU @cpu's copy of a per-CPU object.
+ * @ptr: a per-CPU pointer.
+ * @cpu: a CPU number below the domain's nr_cpus (not checked).
+ */
+static inline void *tally_percpu_ptr(const void *ptr, unsigned int cpu)
+{
+	return (char *)ptr + ((size_t)cpu << TALLY_PERCPU_UNIT_SHIFT);
+}
+
+/**
+ * enum tally_rseq_mode - how this process updates per-CPU data.
+ * @TALLY_RSEQ_GLIBC: rseq through glibc's registration.
+ * @TALLY_RSEQ_OWN: rseq through tally's own per-thread registration
+ *	(glibc did not register, e.g. glibc.pthread.rseq=0).
+ * @TALLY_RSEQ_FALLBACK: no rseq: atomic add on sched_getcpu()'s slot.
+ */
+enum tally_rseq_mode {
+	TALLY_RSEQ_GLIBC = 1,
+	TALLY_RSEQ_OWN = 2,
+	TALLY_RSEQ_FALLBACK = 3,
+};
+
+/**
+ * tally_rseq_mode() - the update mode of this process.
+ *
+ * Decided once for the whole process, on first use: a process never mixes
+ * rseq updates with atomic ones, which could lose updates.  Setting the
+ * environment variable TALLY_RSEQ=off before the first use forces
+ * %TALLY_RSEQ_FALLBACK (used by the tests of the fallback path).
+ */
+enum tally_rseq_mode tally_rseq_mode(void);
+
+/**
+ * tally_current_cpu() - the CPU this thread runs on, from the rseq area.
+ *
+ * Return: a CPU number (possibly stale as soon as it is returned).
+ */
+unsigned int tally_current_cpu(void);
+
+/* Internal: offset of the rseq area from the thread pointer. */
+extern ptrdiff_t tally_rseq_area_offset;
+/* Internal: the update path when this thread has no usable rseq area. */
+long tally_percpu_add_return_slow(long *ptr, long v, unsigned int *cpu);
+
+#define TALLY_RSEQ_SIG 0x53053053
+
+/*
+ * The rseq ABI, x86-64.  The descriptor {version, flags, start_ip,
+ * post_commit_offset, abort_ip} goes in section __rseq_cs; the abort
+ * handler, preceded by the 4-byte signature, in __rseq_failure.  The
+ * sequence stores the descriptor's address into rseq->rseq_cs, reads
+ * rseq->cpu_id (negative: this thread has no registration), computes the
+ * slot, and ends with the single committing store.  Label 1 starts the
+ * sequence, 2 ends it, 3 is the descriptor, 4 the abort entry.
+ */
+#define TALLY_RSEQ_CS_BEGIN						\
+	".pushsection __rseq_cs, \"aw\"\n\t"				\
+	".balign 32\n\t"						\
+	"3:\n\t"							\
+	".long 0x0, 0x0\n\t"						\
+	".quad 1f, (2f - 1f), 4f\n\t"					\
+	".popsection\n\t"						\
+	".pushsection __rseq_failure, \"ax\"\n\t"			\
+	".byte 0x0f, 0xb9, 0x3d\n\t"					\
+	".long 0x53053053\n\t"						\
+	"4:\n\t"							\
+	"jmp %l[aborted]\n\t"						\
+	".popsection\n\t"						\
+	"leaq 3b(%%rip), %%rax\n\t"					\
+	"movq %%rax, %[rseq_cs]\n\t"					\
+	"1:\n\t"							\
+	"movl %[cpu_id], %%eax\n\t"					\
+	"testl %%eax, %%eax\n\t"					\
+	"js %l[unregistered]\n\t"
+
+static inline unsigned char *tally_rseq_area_(void)
+{
+	return (unsigned char *)__builtin_thread_pointer() +
+	       tally_rseq_area_offset;
+}
+
+/* Offsets inside struct rseq (linux/rseq.h). */
+#define TALLY_RSEQ_CPU_ID_OFFSET 4
+#define TALLY_RSEQ_CS_OFFSET 8
+
+/**
+ * tally_percpu_add_return() - add to the current CPU's copy of a long.
+ * @ptr: per-CPU pointer to a long, allocated on the system domain.
+ * @v: the increment (any sign).
+ * @cpu: set to the CPU whose copy was updated.
+ *
+ * Return: the new value of that CPU's copy.
+ */
+static inline long tally_percpu_add_return(long *ptr, long v,
+					   unsigned int *cpu)
+{
+	unsigned char *rs = tally_rseq_area_();
+	long res;
+	unsigned long c;
+
+retry:
+	__asm__ __volatile__ goto(
+		TALLY_RSEQ_CS_BEGIN
+		"movl %%eax, %k[c]\n\t"
+		"shlq %[shift], %%rax\n\t"
+		"addq %[base], %%rax\n\t"
+		"movq (%%rax), %[res]\n\t"
+		"addq %[v], %[res]\n\t"
+		"movq %[res], (%%rax)\n\t"
+		"2:\n\t"
+		: [res] "=&r" (res), [c] "=&r" (c)
+		: [rseq_cs] "m" (*(uint64_t *)(rs + TALLY_RSEQ_CS_OFFSET)),
+		  [cpu_id] "m" (*(uint32_t *)(rs + TALLY_RSEQ_CPU_ID_OFFSET)),
+		  [base] "r" (ptr), [v] "r" (v),
+		  [shift] "i" (TALLY_PERCPU_UNIT_SHIFT)
+		: "rax", "memory", "cc"
+		: aborted, unregistered);
+	*cpu = (unsigned int)c;
+	return res;
+aborted:
+	/* Preempted, migrated or signalled before the commit: redo. */
+	goto retry;
+unregistered:
+	return tally_percpu_add_return_slow(ptr, v, cpu);
+}
+
+/**
+ * tally_percpu_add() - add to the current CPU's copy of a long.
+ * @ptr: per-CPU pointer to a long, allocated on the system domain.
+ * @v: the increment (any sign).
+ *
+ * The cheapest exact per-CPU update: one add to memory commits it.
+ */
+static inline void tally_percpu_add(long *ptr, long v)
+{
+	unsigned char *rs = tally_rseq_area_();
+	unsigned int cpu;
+
+retry:
+	__asm__ __volatile__ goto(
+		TALLY_RSEQ_CS_BEGIN
+		"shlq %[shift], %%rax\n\t"
+		"addq %[base], %%rax\n\t"
+		"addq %[v], (%%rax)\n\t"
+		"2:\n\t"
+		:
+		: [rseq_cs] "m" (*(uint64_t *)(rs + TALLY_RSEQ_CS_OFFSET)),
+		  [cpu_id] "m" (*(uint32_t *)(rs + TALLY_RSEQ_CPU_ID_OFFSET)),
+		  [base] "r" (ptr), [v] "r" (v),
+		  [shift] "i" (TALLY_PERCPU_UNIT_SHIFT)
+		: "rax", "memory", "cc"
+		: aborted, unregistered);
+	return;
+aborted:
+	goto retry;
+unregistered:
+	tally_percpu_add_return_slow(ptr, v, &cpu);
+}
+
+/**
+ * tally_percpu_add_return_cpu() - atomically add to CPU @cpu's copy.
+ * @ptr: per-CPU pointer to a long.
+ * @cpu: a CPU below the domain's nr_cpus (not checked).
+ * @v: the increment.
+ *
+ * For simulated domains, where updates name their CPU.  Safe from any
+ * thread; never mix it with tally_percpu_add*() on the same slot.
+ *
+ * Return: the new value of that copy.
+ */
+static inline long tally_percpu_add_return_cpu(long *ptr, unsigned int cpu,
+					       long v)
+{
+	long *slot = (long *)tally_percpu_ptr(ptr, cpu);
+
+	return (long)__atomic_add_fetch((unsigned long *)slot,
+					(unsigned long)v, __ATOMIC_RELAXED);
+}
+
+/**
+ * tally_percpu_read_cpu() - read CPU @cpu's copy of a long.
+ * @ptr: per-CPU pointer to a long.
+ * @cpu: a CPU below the domain's nr_cpus (not checked).
+ */
+static inline long tally_percpu_read_cpu(const long *ptr, unsigned int cpu)
+{
+	return __atomic_load_n((const long *)tally_percpu_ptr(ptr, cpu),
+			       __ATOMIC_RELAXED);
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TALLY_PERCPU_H */

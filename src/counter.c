@@ -1,0 +1,356 @@
+// SPDX-License-Identifier: MIT
+/*
+ * counter.c - hierarchical per-CPU counters (slow paths and reads).
+ *
+ * Invariant (at quiescence): for every CPU slot and every item,
+ *
+ *	value - carried_up  is in  [0, step - step_below]
+ *
+ * with step = batch for slots and batch * a_1 * ... * a_l for a level-l
+ * item (step_below = 0 for slots), because a carry is exactly the
+ * multiples of step that the value crossed (tally_counter_carry()).  The
+ * root keeps everything it receives, so
+ *
+ *	precise = sum(slots) + bias = root + bias + sum(remainders)
+ *
+ * and approximate = root + bias is below precise by at most the sum of
+ * the largest remainders (counter.h gives the formula and a table).
+ *
+ * Costs: add O(1) (one rseq add-return, plus one atomic per level crossed
+ * once per batch); approximate sum O(1), one load; precise sum O(nr_cpus);
+ * compare O(1) unless the ranges overlap.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <tally/counter.h>
+#include "domain_internal.h"
+
+static bool valid_batch(unsigned long batch)
+{
+	return batch >= 2 && !(batch & (batch - 1));
+}
+
+static unsigned long add_saturated(unsigned long a, unsigned long b)
+{
+	return a + b < a ? ULONG_MAX : a + b;
+}
+
+static unsigned long mul_saturated(unsigned long a, unsigned long b)
+{
+	unsigned long r;
+
+	return __builtin_mul_overflow(a, b, &r) ? ULONG_MAX : r;
+}
+
+/* The largest precise - approximate for @d and @batch (counter.h). */
+static unsigned long under_bound(const struct tally_domain *d,
+				 unsigned long batch)
+{
+	unsigned long under = mul_saturated(d->nr_cpus, batch - 1);
+	unsigned long step_below = batch;
+
+	/* The top level is the root, which keeps all it receives. */
+	for (unsigned int l = 0; l + 1 < d->nr_levels; l++) {
+		unsigned long rem = mul_saturated(step_below, d->arity[l] - 1);
+
+		under = add_saturated(under, mul_saturated(d->used[l], rem));
+		step_below = mul_saturated(step_below, d->arity[l]);
+	}
+	return under;
+}
+
+int tally_counter_accuracy(const struct tally_domain *d, unsigned long batch,
+			   unsigned long *under, unsigned long *over)
+{
+	if (!under || !over || !valid_batch(batch))
+		return -EINVAL;
+	d = tally_domain_resolve((struct tally_domain *)d);
+	if (!d)
+		return -ENODEV;
+	*under = under_bound(d, batch);
+	*over = 0;
+	return 0;
+}
+
+size_t tally_counter_items_size(const struct tally_domain *d)
+{
+	d = tally_domain_resolve((struct tally_domain *)d);
+	return d ? d->nr_items * sizeof(struct tally_counter_item) : 0;
+}
+
+static void setup(struct tally_counter *c, struct tally_domain *d,
+		  long *level0, struct tally_counter_item *items,
+		  unsigned long batch, unsigned int flags)
+{
+	c->level0 = level0;
+	c->batch = batch;
+	c->items = items;
+	c->domain = d;
+	c->bias = 0;
+	c->under = under_bound(d, batch);
+	c->flags = flags | (d->simulated ? TALLY_COUNTER_SIMULATED : 0);
+}
+
+int tally_counter_init_many(struct tally_counter *c, void *items, size_t nr,
+			    struct tally_domain *d, unsigned long batch)
+{
+	size_t items_size;
+	unsigned int owns = TALLY_COUNTER_OWNS_PERCPU;
+	long *level0;
+
+	if (!c || !nr || nr > TALLY_PERCPU_UNIT / sizeof(long) ||
+	    !valid_batch(batch) || ((uintptr_t)items & 63))
+		return -EINVAL;
+	d = tally_domain_resolve(d);
+	if (!d)
+		return -ENODEV;
+	items_size = d->nr_items * sizeof(struct tally_counter_item);
+	if (!items) {
+		items = aligned_alloc(64, nr * items_size);
+		if (!items)
+			return -ENOMEM;
+		owns |= TALLY_COUNTER_OWNS_ITEMS;
+	}
+	level0 = tally_percpu_alloc(d, nr * sizeof(long), 0);
+	if (!level0) {
+		if (owns & TALLY_COUNTER_OWNS_ITEMS)
+			free(items);
+		return -ENOMEM;
+	}
+	memset(items, 0, nr * items_size);
+	for (size_t i = 0; i < nr; i++)
+		setup(&c[i], d, level0 + i,
+		      (struct tally_counter_item *)((char *)items +
+						    i * items_size),
+		      batch, i ? 0 : owns);
+	return 0;
+}
+
+int tally_counter_init(struct tally_counter *c, struct tally_domain *d,
+		       unsigned long batch)
+{
+	return tally_counter_init_many(c, NULL, 1, d, batch);
+}
+
+void tally_counter_destroy_many(struct tally_counter *c, size_t nr)
+{
+	if (!c || !nr || !c->level0)
+		return;
+	if (c->flags & TALLY_COUNTER_OWNS_PERCPU)
+		tally_percpu_free(c->domain, c->level0);
+	if (c->flags & TALLY_COUNTER_OWNS_ITEMS)
+		free(c->items);
+	memset(c, 0, nr * sizeof(*c));
+}
+
+void tally_counter_destroy(struct tally_counter *c)
+{
+	tally_counter_destroy_many(c, 1);
+}
+
+void tally_counter_propagate(struct tally_counter *c, unsigned int cpu,
+			     long carry)
+{
+	const struct tally_domain *d = c->domain;
+	unsigned long step = c->batch;
+	unsigned int l;
+
+	for (l = 0; l + 1 < d->nr_levels; l++) {
+		long *item = &c->items[tally_domain_item(d, cpu, l)].value;
+		unsigned long res;
+
+		res = __atomic_add_fetch((unsigned long *)item,
+					 (unsigned long)carry,
+					 __ATOMIC_RELAXED);
+		step *= d->arity[l];
+		carry = tally_counter_carry(res - (unsigned long)carry, res,
+					    step);
+		if (!carry)
+			return;
+	}
+	__atomic_add_fetch((unsigned long *)&c->items[d->nr_items - 1].value,
+			   (unsigned long)carry, __ATOMIC_RELAXED);
+}
+
+/* One update of simulated CPU @cpu (checked by the callers). */
+static void add_on_cpu(struct tally_counter *c, unsigned int cpu, long inc)
+{
+	long res = tally_percpu_add_return_cpu(c->level0, cpu, inc);
+	long carry = tally_counter_carry((unsigned long)res -
+						 (unsigned long)inc,
+					 (unsigned long)res, c->batch);
+
+	if (carry)
+		tally_counter_propagate(c, cpu, carry);
+}
+
+int tally_counter_add_cpu(struct tally_counter *c, unsigned int cpu, long inc)
+{
+	if (!c || !(c->flags & TALLY_COUNTER_SIMULATED) ||
+	    cpu >= c->domain->nr_cpus)
+		return -EINVAL;
+	add_on_cpu(c, cpu, inc);
+	return 0;
+}
+
+void tally_counter_add_simulated(struct tally_counter *c, long inc)
+{
+	add_on_cpu(c, tally_current_cpu() % c->domain->nr_cpus, inc);
+}
+
+static long load_bias(const struct tally_counter *c)
+{
+	return __atomic_load_n(&c->bias, __ATOMIC_RELAXED);
+}
+
+long tally_counter_approximate_sum(const struct tally_counter *c)
+{
+	const struct tally_domain *d = c->domain;
+	unsigned long root = (unsigned long)__atomic_load_n(
+		&c->items[d->nr_items - 1].value, __ATOMIC_RELAXED);
+
+	return (long)(root + (unsigned long)load_bias(c));
+}
+
+long tally_counter_approximate_sum_positive(const struct tally_counter *c)
+{
+	long v = tally_counter_approximate_sum(c);
+
+	return v > 0 ? v : 0;
+}
+
+/* Sum of the slots, without the bias. */
+static unsigned long slot_sum(const struct tally_counter *c)
+{
+	unsigned long sum = 0;
+
+	for (unsigned int cpu = 0; cpu < c->domain->nr_cpus; cpu++)
+		sum += (unsigned long)tally_percpu_read_cpu(c->level0, cpu);
+	return sum;
+}
+
+long tally_counter_precise_sum(const struct tally_counter *c)
+{
+	return (long)(slot_sum(c) + (unsigned long)load_bias(c));
+}
+
+long tally_counter_precise_sum_positive(const struct tally_counter *c)
+{
+	long v = tally_counter_precise_sum(c);
+
+	return v > 0 ? v : 0;
+}
+
+void tally_counter_set(struct tally_counter *c, long v)
+{
+	__atomic_store_n(&c->bias, (long)((unsigned long)v - slot_sum(c)),
+			 __ATOMIC_RELAXED);
+}
+
+void tally_counter_approximate_accuracy_range(const struct tally_counter *c,
+					      unsigned long *under,
+					      unsigned long *over)
+{
+	*under = add_saturated(*under, c->under);
+	(void)over;	/* the approximation never exceeds the precise sum */
+}
+
+void tally_counter_approximate_min_max_range(long approx, unsigned long under,
+					     unsigned long over, long *min,
+					     long *max)
+{
+	/* Distances to the limits fit an unsigned long: saturate on them. */
+	unsigned long room_below = (unsigned long)approx - (unsigned long)LONG_MIN;
+	unsigned long room_above = (unsigned long)LONG_MAX - (unsigned long)approx;
+
+	*min = over > room_below ? LONG_MIN
+				 : (long)((unsigned long)approx - over);
+	*max = under > room_above ? LONG_MAX
+				  : (long)((unsigned long)approx + under);
+}
+
+void tally_counter_approximate_min_max(const struct tally_counter *c,
+				       long *min, long *max)
+{
+	tally_counter_approximate_min_max_range(
+		tally_counter_approximate_sum(c), c->under, 0, min, max);
+}
+
+/* -1 / 1 when [amin, amax] lies wholly below / above [bmin, bmax], else 0. */
+static int compare_ranges(long amin, long amax, long bmin, long bmax)
+{
+	if (amax < bmin)
+		return -1;
+	if (amin > bmax)
+		return 1;
+	return 0;
+}
+
+int tally_counter_approximate_compare(const struct tally_counter *a,
+				      const struct tally_counter *b)
+{
+	long amin, amax, bmin, bmax;
+
+	if (!a || !b)
+		return -EINVAL;
+	tally_counter_approximate_min_max(a, &amin, &amax);
+	tally_counter_approximate_min_max(b, &bmin, &bmax);
+	return compare_ranges(amin, amax, bmin, bmax);
+}
+
+int tally_counter_approximate_compare_value(const struct tally_counter *c,
+					    long v)
+{
+	long min, max;
+
+	if (!c)
+		return -EINVAL;
+	tally_counter_approximate_min_max(c, &min, &max);
+	return compare_ranges(min, max, v, v);
+}
+
+static int compare_long(long a, long b)
+{
+	return (a > b) - (a < b);
+}
+
+int tally_counter_precise_compare(const struct tally_counter *a,
+				  const struct tally_counter *b)
+{
+	long amin, amax, bmin, bmax, wide_sum;
+	int r;
+
+	if (!a || !b)
+		return -EINVAL;
+	tally_counter_approximate_min_max(a, &amin, &amax);
+	tally_counter_approximate_min_max(b, &bmin, &bmax);
+	r = compare_ranges(amin, amax, bmin, bmax);
+	if (r)
+		return r;
+	/*
+	 * Sum the wider range first: its precise value is the more likely
+	 * to fall outside the other's range and decide alone.
+	 */
+	if ((unsigned long)amax - (unsigned long)amin >=
+	    (unsigned long)bmax - (unsigned long)bmin) {
+		wide_sum = tally_counter_precise_sum(a);
+		r = compare_ranges(wide_sum, wide_sum, bmin, bmax);
+		return r ? r : compare_long(wide_sum,
+					    tally_counter_precise_sum(b));
+	}
+	wide_sum = tally_counter_precise_sum(b);
+	r = compare_ranges(amin, amax, wide_sum, wide_sum);
+	return r ? r : compare_long(tally_counter_precise_sum(a), wide_sum);
+}
+
+int tally_counter_precise_compare_value(const struct tally_counter *c, long v)
+{
+	int r = tally_counter_approximate_compare_value(c, v);
+
+	if (r || !c)
+		return r;
+	return compare_long(tally_counter_precise_sum(c), v);
+}

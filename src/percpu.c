@@ -1,0 +1,181 @@
+// SPDX-License-Identifier: MIT
+/*
+ * percpu.c - the per-CPU memory allocator.
+ *
+ * A chunk is one mapping of nr_cpus units of TALLY_PERCPU_UNIT bytes; an
+ * allocation is an offset inside a unit, valid in every CPU's unit:
+ *
+ *   base ---> | CPU 0: [a  ][b][c    ]... | CPU 1: [a  ][b][c    ]... | ...
+ *
+ * Invariant: the "used" bitmap of a chunk marks the 8-byte granules taken
+ * in every unit, the "start" bitmap the first granule of each allocation,
+ * and every free granule is zero in every unit (freeing clears it), so an
+ * allocation needs no clearing and untouched pages stay unmapped.
+ *
+ * Costs: alloc and free take the domain's mutex and scan the bitmaps of
+ * its chunks, O(chunks x UNIT/8); free also clears nr_cpus copies.  Neither
+ * is on an update path.  Units are mapped lazily, so a CPU's unit gets its
+ * pages from the first CPU that writes them (the CPU itself, for updates).
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include <tally/percpu.h>
+#include "domain_internal.h"
+
+#define GRANULE 8u
+#define NR_GRANULES (TALLY_PERCPU_UNIT / GRANULE)
+#define BITS_PER_WORD 64u
+
+struct tally_percpu_chunk {
+	struct tally_percpu_chunk *next;
+	char *base;
+	size_t map_size;
+	size_t nr_free;
+	uint64_t used[NR_GRANULES / BITS_PER_WORD];
+	uint64_t start[NR_GRANULES / BITS_PER_WORD];
+};
+
+static bool test_bit(const uint64_t *map, size_t i)
+{
+	return map[i / BITS_PER_WORD] >> (i % BITS_PER_WORD) & 1u;
+}
+
+static void assign_bit(uint64_t *map, size_t i, bool v)
+{
+	uint64_t mask = (uint64_t)1 << (i % BITS_PER_WORD);
+
+	if (v)
+		map[i / BITS_PER_WORD] |= mask;
+	else
+		map[i / BITS_PER_WORD] &= ~mask;
+}
+
+/* First free run of @n granules aligned to @step granules, or -1. */
+static long find_run(const struct tally_percpu_chunk *ch, size_t n,
+		     size_t step)
+{
+	for (size_t first = 0; first + n <= NR_GRANULES; first += step) {
+		size_t i;
+
+		for (i = 0; i < n; i++)
+			if (test_bit(ch->used, first + i))
+				break;
+		if (i == n)
+			return (long)first;
+		/* Skip past the taken granule, keeping the alignment. */
+		first = (first + i) / step * step;
+	}
+	return -1;
+}
+
+static struct tally_percpu_chunk *chunk_new(struct tally_domain *d)
+{
+	struct tally_percpu_chunk *ch = calloc(1, sizeof(*ch));
+	size_t size = (size_t)d->nr_cpus * TALLY_PERCPU_UNIT;
+
+	if (!ch)
+		return NULL;
+	ch->base = mmap(NULL, size, PROT_READ | PROT_WRITE,
+			MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (ch->base == MAP_FAILED) {
+		free(ch);
+		return NULL;
+	}
+	ch->map_size = size;
+	ch->nr_free = NR_GRANULES;
+	ch->next = d->chunks;
+	d->chunks = ch;
+	return ch;
+}
+
+void *tally_percpu_alloc(struct tally_domain *d, size_t size, size_t align)
+{
+	struct tally_percpu_chunk *ch;
+	size_t n, step;
+	long first = -1;
+
+	d = tally_domain_resolve(d);
+	if (!align)
+		align = GRANULE;
+	if (!d || !size || size > TALLY_PERCPU_UNIT || align > 4096 ||
+	    (align & (align - 1))) {
+		errno = EINVAL;
+		return NULL;
+	}
+	n = (size + GRANULE - 1) / GRANULE;
+	step = align > GRANULE ? align / GRANULE : 1;
+
+	pthread_mutex_lock(&d->alloc_lock);
+	for (ch = d->chunks; ch; ch = ch->next) {
+		if (ch->nr_free < n)
+			continue;
+		first = find_run(ch, n, step);
+		if (first >= 0)
+			break;
+	}
+	if (!ch) {
+		ch = chunk_new(d);
+		if (ch)
+			first = find_run(ch, n, step);
+	}
+	if (!ch || first < 0) {
+		pthread_mutex_unlock(&d->alloc_lock);
+		errno = ENOMEM;
+		return NULL;
+	}
+	for (size_t i = 0; i < n; i++)
+		assign_bit(ch->used, (size_t)first + i, true);
+	assign_bit(ch->start, (size_t)first, true);
+	ch->nr_free -= n;
+	pthread_mutex_unlock(&d->alloc_lock);
+	return ch->base + (size_t)first * GRANULE;
+}
+
+void tally_percpu_free(struct tally_domain *d, void *ptr)
+{
+	struct tally_percpu_chunk *ch;
+	size_t first, n = 0;
+
+	d = tally_domain_resolve(d);
+	if (!ptr || !d)
+		return;
+	pthread_mutex_lock(&d->alloc_lock);
+	for (ch = d->chunks; ch; ch = ch->next)
+		if ((char *)ptr >= ch->base &&
+		    (char *)ptr < ch->base + TALLY_PERCPU_UNIT)
+			break;
+	if (!ch)
+		goto out;
+	first = (size_t)((char *)ptr - ch->base) / GRANULE;
+	if (!test_bit(ch->start, first))
+		goto out;
+	assign_bit(ch->start, first, false);
+	while (first + n < NR_GRANULES && test_bit(ch->used, first + n) &&
+	       !test_bit(ch->start, first + n)) {
+		assign_bit(ch->used, first + n, false);
+		n++;
+	}
+	for (unsigned int cpu = 0; cpu < d->nr_cpus; cpu++)
+		memset(tally_percpu_ptr(ptr, cpu), 0, n * GRANULE);
+	ch->nr_free += n;
+out:
+	pthread_mutex_unlock(&d->alloc_lock);
+}
+
+void tally_percpu_release_all(struct tally_domain *d)
+{
+	struct tally_percpu_chunk *ch = d->chunks;
+
+	while (ch) {
+		struct tally_percpu_chunk *next = ch->next;
+
+		munmap(ch->base, ch->map_size);
+		free(ch);
+		ch = next;
+	}
+	d->chunks = NULL;
+}

@@ -21,6 +21,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <stdbool.h>
 #include <linux/rseq.h>
 #include <sched.h>
 #include <stdint.h>
@@ -96,21 +97,57 @@ enum tally_rseq_mode tally_rseq_mode(void)
 	return mode;
 }
 
+/*
+ * The slow paths run when the thread's rseq area has a negative cpu_id.  In
+ * OWN mode that means the thread has not registered yet: register and let
+ * the caller redo the fast path.  Otherwise (FALLBACK mode, or an OWN-mode
+ * thread the kernel refused, which happens only if something registered
+ * an area for it behind glibc's back) update atomically the slot of the CPU
+ * sched_getcpu() names.
+ */
+static bool registered_now(void)
+{
+	return mode == TALLY_RSEQ_OWN && !own_registration_tried &&
+	       register_own_area() == 0;
+}
+
+static unsigned int fallback_cpu(void)
+{
+	int c = sched_getcpu();
+
+	return c < 0 ? 0 : (unsigned int)c;
+}
+
 long tally_percpu_add_return_slow(long *ptr, long v, unsigned int *cpu)
 {
-	int c;
-
-	if (mode == TALLY_RSEQ_OWN && !own_registration_tried &&
-	    register_own_area() == 0)
+	if (registered_now())
 		return tally_percpu_add_return(ptr, v, cpu);
-	/*
-	 * FALLBACK mode, or (OWN mode) this thread alone could not register,
-	 * which Linux refuses only if something else registered an area for
-	 * it behind glibc's back.  An atomic add on a real CPU's slot.
-	 */
-	c = sched_getcpu();
-	*cpu = c < 0 ? 0 : (unsigned int)c;
+	*cpu = fallback_cpu();
 	return tally_percpu_add_return_cpu(ptr, *cpu, v);
+}
+
+unsigned long tally_percpu_add_hints_slow(long *const *hints,
+					  unsigned long nr, long hint,
+					  long *ptr, long v, unsigned int *cpu)
+{
+	unsigned long acc = 0;
+
+	if (registered_now())
+		return tally_percpu_add_hints(hints, nr, hint, ptr, v, cpu);
+	*cpu = fallback_cpu();
+	for (unsigned long i = 0; i < nr; i++)
+		acc |= (unsigned long)tally_percpu_add_return_cpu(hints[i],
+								  *cpu, hint);
+	tally_percpu_add_return_cpu(ptr, *cpu, v);
+	return acc;
+}
+
+long tally_percpu_xchg_slow(long *ptr, long v)
+{
+	if (registered_now())
+		return tally_percpu_xchg(ptr, v);
+	return __atomic_exchange_n((long *)tally_percpu_ptr(ptr, fallback_cpu()),
+				   v, __ATOMIC_RELAXED);
 }
 
 unsigned int tally_current_cpu(void)

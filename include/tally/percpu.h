@@ -223,6 +223,115 @@ unregistered:
 	tally_percpu_add_return_slow(ptr, v, &cpu);
 }
 
+/* Internal: tally_percpu_add_hints() without a usable rseq area. */
+unsigned long tally_percpu_add_hints_slow(long *const *hints,
+					  unsigned long nr, long hint,
+					  long *ptr, long v, unsigned int *cpu);
+
+/**
+ * tally_percpu_add_hints() - add @hint to several per-CPU longs, then @v
+ *	to one more, on the current CPU, in one restartable sequence.
+ * @hints: @nr per-CPU pointers to longs (e.g. flush-threshold counts).
+ * @nr: at least 1.
+ * @hint: added to each hints[i] on the current CPU.
+ * @ptr: per-CPU pointer to the long that must get @v exactly once.
+ * @v: the exact increment.
+ * @cpu: set to the CPU whose copies were updated.
+ *
+ * The add of @v is the committing store: it happens exactly once.  The
+ * hint adds come before it and are not undone if the sequence restarts, so
+ * a restart can add @hint twice to some of them (on this CPU or the next):
+ * use it only for counts where counting too much is harmless, like the
+ * flush thresholds of the statistics tree.  Cost: one sequence, a few
+ * instructions per hint.
+ *
+ * Return: the bitwise OR of the new hint values; with a power-of-two
+ * batch, it is >= batch exactly when some hint reached the batch.
+ */
+static inline unsigned long tally_percpu_add_hints(long *const *hints,
+						   unsigned long nr, long hint,
+						   long *ptr, long v,
+						   unsigned int *cpu)
+{
+	unsigned char *rs = tally_rseq_area_();
+	unsigned long acc, c, slot, val, left;
+	long *const *cursor;
+
+retry:
+	cursor = hints;
+	left = nr;
+	__asm__ __volatile__ goto(
+		TALLY_RSEQ_CS_BEGIN
+		"movl %%eax, %k[c]\n\t"
+		"shlq %[shift], %%rax\n\t"
+		"xorl %k[acc], %k[acc]\n\t"
+		"5:\n\t"
+		"movq (%[cursor]), %[slot]\n\t"
+		"addq %%rax, %[slot]\n\t"
+		"movq (%[slot]), %[val]\n\t"
+		"addq %[hint], %[val]\n\t"
+		"movq %[val], (%[slot])\n\t"
+		"orq %[val], %[acc]\n\t"
+		"addq $8, %[cursor]\n\t"
+		"decq %[left]\n\t"
+		"jnz 5b\n\t"
+		"addq %[base], %%rax\n\t"
+		"addq %[v], (%%rax)\n\t"
+		"2:\n\t"
+		: [acc] "=&r" (acc), [c] "=&r" (c), [slot] "=&r" (slot),
+		  [val] "=&r" (val), [cursor] "+r" (cursor), [left] "+r" (left)
+		: [rseq_cs] "m" (*(uint64_t *)(rs + TALLY_RSEQ_CS_OFFSET)),
+		  [cpu_id] "m" (*(uint32_t *)(rs + TALLY_RSEQ_CPU_ID_OFFSET)),
+		  [base] "r" (ptr), [v] "r" (v), [hint] "r" (hint),
+		  [shift] "i" (TALLY_PERCPU_UNIT_SHIFT)
+		: "rax", "memory", "cc"
+		: aborted, unregistered);
+	*cpu = (unsigned int)c;
+	return acc;
+aborted:
+	goto retry;
+unregistered:
+	return tally_percpu_add_hints_slow(hints, nr, hint, ptr, v, cpu);
+}
+
+/* Internal: tally_percpu_xchg() without a usable rseq area. */
+long tally_percpu_xchg_slow(long *ptr, long v);
+
+/**
+ * tally_percpu_xchg() - replace the current CPU's copy of a long.
+ * @ptr: per-CPU pointer to a long, allocated on the system domain.
+ * @v: the new value.
+ *
+ * Return: the value it replaced; together with tally_percpu_add*() on the
+ * same slot, nothing is lost or counted twice.
+ */
+static inline long tally_percpu_xchg(long *ptr, long v)
+{
+	unsigned char *rs = tally_rseq_area_();
+	long old;
+
+retry:
+	__asm__ __volatile__ goto(
+		TALLY_RSEQ_CS_BEGIN
+		"shlq %[shift], %%rax\n\t"
+		"addq %[base], %%rax\n\t"
+		"movq (%%rax), %[old]\n\t"
+		"movq %[v], (%%rax)\n\t"
+		"2:\n\t"
+		: [old] "=&r" (old)
+		: [rseq_cs] "m" (*(uint64_t *)(rs + TALLY_RSEQ_CS_OFFSET)),
+		  [cpu_id] "m" (*(uint32_t *)(rs + TALLY_RSEQ_CPU_ID_OFFSET)),
+		  [base] "r" (ptr), [v] "r" (v),
+		  [shift] "i" (TALLY_PERCPU_UNIT_SHIFT)
+		: "rax", "memory", "cc"
+		: aborted, unregistered);
+	return old;
+aborted:
+	goto retry;
+unregistered:
+	return tally_percpu_xchg_slow(ptr, v);
+}
+
 /**
  * tally_percpu_add_return_cpu() - atomically add to CPU @cpu's copy.
  * @ptr: per-CPU pointer to a long.

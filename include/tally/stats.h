@@ -1,0 +1,376 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef TALLY_STATS_H
+#define TALLY_STATS_H
+
+/*
+ * tally/stats.h - a tree of groups with per-CPU statistics, flushed lazily.
+ *
+ * The kernel's rstat with the memory-cgroup flushing rules, for programs
+ * that keep statistics per tenant, service or connection and read them
+ * while many threads update them.
+ *
+ *   - Every group of a tree has the same schema: nr_stats named stats,
+ *     each a state (goes up and down) or an event (only counts up).
+ *   - tally_stats_mod() adds to the group's per-CPU value (rseq, no
+ *     atomic, no lock) and queues the group on the CPU's lock-free list of
+ *     updated groups, once until the next flush.
+ *   - A flush of group G moves, for every CPU, the per-CPU deltas of G's
+ *     updated descendants into their local and hierarchical values,
+ *     children before parents.  Its cost follows the updates, not the tree.
+ *   - Reads take a flush mode.  Per-group thresholds (kernel 6.8) decide
+ *     whether an if-needed read flushes; forced reads are fresh: they
+ *     reflect every update that completed before the read began.
+ *     Concurrent readers share flushes instead of repeating them.
+ *
+ * Error codes: every function that can fail returns 0 or a negative errno
+ * value: -EINVAL for NULL pointers, unknown stats, bad names or options;
+ * -EEXIST for a duplicate name; -ENOENT for a path that names no group;
+ * -EBUSY to destroy a group with children; -ENOSPC for a short buffer;
+ * -ENOMEM.
+ */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <tally/domain.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct tally_stats_tree;
+struct tally_stats_group;
+
+/** Largest number of stats in a schema. */
+#define TALLY_STATS_MAX 256u
+/** Longest group name, without the terminating NUL. */
+#define TALLY_STATS_NAME_MAX 255u
+
+/**
+ * enum tally_stat_kind - what a stat counts.
+ * @TALLY_STAT_STATE: a level that goes up and down (bytes in use).
+ * @TALLY_STAT_EVENT: a count of events: tally_stats_mod() refuses a
+ *	negative delta.
+ */
+enum tally_stat_kind {
+	TALLY_STAT_STATE = 0,
+	TALLY_STAT_EVENT = 1,
+};
+
+/** struct tally_stat_desc - one stat of a schema. */
+struct tally_stat_desc {
+	const char *name;		/* non-empty, no white space */
+	enum tally_stat_kind kind;
+};
+
+/**
+ * enum tally_stats_design - how flushes are decided and shared.
+ * @TALLY_DESIGN_TALLY: per-group thresholds; readers share flushes that
+ *	cover their group and never read stale values (the default).
+ * @TALLY_DESIGN_LINUX61: one global threshold; every flush flushes the
+ *	root; one flusher at a time, the others skip (possibly stale).
+ * @TALLY_DESIGN_SEED001: global threshold; the requested subtree is
+ *	flushed when nobody else flushes, otherwise a coalesced root flush
+ *	that others wait for, at most nr_cpus waiters (others skip).
+ * @TALLY_DESIGN_LINUX68: per-group thresholds; subtree flushes serialised
+ *	by one lock.
+ */
+enum tally_stats_design {
+	TALLY_DESIGN_TALLY = 0,
+	TALLY_DESIGN_LINUX61 = 1,
+	TALLY_DESIGN_SEED001 = 2,
+	TALLY_DESIGN_LINUX68 = 3,
+};
+
+/**
+ * enum tally_flush_mode - what a read does before reading.
+ * @TALLY_FLUSH_IF_NEEDED: flush when the group is over its threshold;
+ *	the value is then within tally_stats_read_bound() of the truth.
+ * @TALLY_FLUSH_FORCE: flush: the value reflects every update that
+ *	completed before the read began (TALLY design and LINUX68; the
+ *	baselines LINUX61 and SEED001 may skip and return stale values).
+ * @TALLY_FLUSH_RATELIMITED: flush only when the periodic flusher is a full
+ *	period late (no root flush for 2 periods).
+ * @TALLY_FLUSH_NONE: read what was last flushed.
+ */
+enum tally_flush_mode {
+	TALLY_FLUSH_IF_NEEDED = 0,
+	TALLY_FLUSH_FORCE = 1,
+	TALLY_FLUSH_RATELIMITED = 2,
+	TALLY_FLUSH_NONE = 3,
+};
+
+/**
+ * struct tally_stats_options - tree options; zero means the default.
+ * @domain: CPUs of the per-CPU data (NULL: the system domain).  On a
+ *	simulated domain updates use tally_stats_mod_cpu().
+ * @design: flushing design (default %TALLY_DESIGN_TALLY).
+ * @batch: per-CPU update volume that moves to a group's threshold counter
+ *	(power of two, default 64, as the kernel's MEMCG_CHARGE_BATCH); a
+ *	group needs flushing past batch x nr_cpus.
+ * @period_ns: periodic flusher period (default 2 s).
+ * @clock: the time in nanoseconds (default CLOCK_MONOTONIC); tests inject
+ *	a fake clock here.
+ * @clock_arg: argument of @clock.
+ */
+struct tally_stats_options {
+	struct tally_domain *domain;
+	enum tally_stats_design design;
+	unsigned long batch;
+	uint64_t period_ns;
+	uint64_t (*clock)(void *arg);
+	void *clock_arg;
+};
+
+/**
+ * tally_stats_tree_create() - a tree with a root group named "".
+ * @out: where the tree is stored.
+ * @schema: @nr_stats stat descriptions (copied).
+ * @nr_stats: 1 to %TALLY_STATS_MAX.
+ * @opts: options, or NULL for the defaults.
+ *
+ * Return: 0, -EINVAL (NULL, bad schema: empty or duplicate names, unknown
+ * kind; bad options), -ENOMEM, -ENODEV (no system domain).
+ */
+int tally_stats_tree_create(struct tally_stats_tree **out,
+			    const struct tally_stat_desc *schema,
+			    unsigned int nr_stats,
+			    const struct tally_stats_options *opts);
+
+/**
+ * tally_stats_tree_destroy() - stop the periodic flusher and free the tree
+ *	and all its groups.
+ * @t: the tree, or NULL.  No other call on @t may run or follow.
+ */
+void tally_stats_tree_destroy(struct tally_stats_tree *t);
+
+/** tally_stats_root() - the root group of @t. */
+struct tally_stats_group *tally_stats_root(struct tally_stats_tree *t);
+
+/** tally_stats_nr_stats() - the schema size of @t. */
+unsigned int tally_stats_nr_stats(const struct tally_stats_tree *t);
+
+/**
+ * tally_stats_stat_index() - the index of a stat by name.
+ * @t: the tree.
+ * @name: the stat's name.
+ *
+ * Return: the index, or -EINVAL for NULL, -ENOENT for an unknown name.
+ */
+int tally_stats_stat_index(const struct tally_stats_tree *t, const char *name);
+
+/**
+ * tally_stats_group_create() - create a child group.
+ * @parent: the parent group.
+ * @name: 1 to %TALLY_STATS_NAME_MAX bytes, without '/'.
+ * @out: where the group is stored (may be NULL).
+ *
+ * Safe while other threads update, read, create and destroy other groups.
+ *
+ * Return: 0, -EINVAL (NULL, bad name, parent being destroyed), -EEXIST,
+ * -ENOMEM.
+ */
+int tally_stats_group_create(struct tally_stats_group *parent,
+			     const char *name,
+			     struct tally_stats_group **out);
+
+/**
+ * tally_stats_group_destroy() - remove a group without losing its stats.
+ * @g: a group without children, not the root.
+ *
+ * The group's unflushed per-CPU deltas are flushed into its ancestors
+ * first: their hierarchical values are the same before and after.  The
+ * caller must stop updating and reading @g before; updating it after this
+ * returned is a misuse that debug builds (TALLY_DEBUG) detect and abort on.
+ *
+ * Return: 0, -EINVAL (NULL or the root), -EBUSY (it has children).
+ */
+int tally_stats_group_destroy(struct tally_stats_group *g);
+
+/**
+ * tally_stats_group_find() - look a group up by path.
+ * @t: the tree.
+ * @path: names separated by '/', from the root ("a/b/c"); "" is the root.
+ * @out: where the group is stored.
+ *
+ * Return: 0, -EINVAL (NULL, empty path component), -ENOENT.
+ */
+int tally_stats_group_find(struct tally_stats_tree *t, const char *path,
+			   struct tally_stats_group **out);
+
+/**
+ * tally_stats_group_for_each_child() - visit the children of a group.
+ * @g: the group.
+ * @fn: called with each child and its name; a non-zero return stops the
+ *	walk and is returned.  It must not create or destroy groups.
+ * @arg: passed to @fn.
+ *
+ * Return: 0, @fn's non-zero value, or -EINVAL for NULL.
+ */
+int tally_stats_group_for_each_child(struct tally_stats_group *g,
+				     int (*fn)(struct tally_stats_group *child,
+					       const char *name, void *arg),
+				     void *arg);
+
+/** tally_stats_group_name() - the group's name ("" for the root). */
+const char *tally_stats_group_name(const struct tally_stats_group *g);
+
+/** tally_stats_group_parent() - the parent group, NULL for the root. */
+struct tally_stats_group *
+tally_stats_group_parent(const struct tally_stats_group *g);
+
+/**
+ * tally_stats_group_path() - the group's path from the root.
+ * @g: the group.
+ * @buf: output buffer.
+ * @len: its size.
+ *
+ * Return: the path length, -EINVAL, or -ENOSPC when @buf is too small.
+ */
+int tally_stats_group_path(const struct tally_stats_group *g, char *buf,
+			   size_t len);
+
+/**
+ * tally_stats_mod() - add @delta to stat @stat of @g on the current CPU.
+ * @g: the group (of a tree on the system domain).
+ * @stat: the stat index.
+ * @delta: the change; must be >= 0 for an event.
+ *
+ * No lock, no allocation, no atomic on the common path: one restartable
+ * sequence adds @delta to the group's per-CPU value and |@delta| to the
+ * per-CPU threshold counts of the group and of each ancestor; once per
+ * batch a count moves to its group's atomic.  The first update of a group
+ * on a CPU since its last flush also pushes it on that CPU's list.
+ *
+ * Return: 0, or -EINVAL for an unknown stat or a negative event delta.
+ */
+int tally_stats_mod(struct tally_stats_group *g, unsigned int stat,
+		    long delta);
+
+/**
+ * tally_stats_mod_cpu() - tally_stats_mod() on simulated CPU @cpu.
+ * @g: the group (of a tree on a simulated domain).
+ * @cpu: the CPU.
+ * @stat: the stat index.
+ * @delta: the change.
+ *
+ * Return: 0, or -EINVAL (CPU out of range, system-domain tree, bad stat).
+ */
+int tally_stats_mod_cpu(struct tally_stats_group *g, unsigned int cpu,
+			unsigned int stat, long delta);
+
+/**
+ * tally_stats_read() - the hierarchical and local value of one stat.
+ * @g: the group.
+ * @stat: the stat index.
+ * @mode: the flush mode.
+ * @hier: set to the value of the group and all its descendants (or NULL).
+ * @local: set to the value of the group alone (or NULL).
+ *
+ * Return: 0, -EINVAL (NULL group, unknown stat or mode).
+ */
+int tally_stats_read(struct tally_stats_group *g, unsigned int stat,
+		     enum tally_flush_mode mode, long *hier, long *local);
+
+/**
+ * tally_stats_snapshot() - every stat of a group, after one flush decision.
+ * @g: the group.
+ * @mode: the flush mode.
+ * @hier: array of nr_stats hierarchical values (or NULL).
+ * @local: array of nr_stats local values (or NULL).
+ *
+ * Return: 0, -EINVAL.
+ */
+int tally_stats_snapshot(struct tally_stats_group *g,
+			 enum tally_flush_mode mode, long *hier, long *local);
+
+/**
+ * tally_stats_render() - memory.stat-style text: one "name value" line per
+ *	stat, hierarchical values.
+ * @g: the group.
+ * @mode: the flush mode.
+ * @buf: output buffer, NUL-terminated on success.
+ * @len: its size.
+ *
+ * Return: the text length, -EINVAL, or -ENOSPC (nothing useful in @buf).
+ */
+int tally_stats_render(struct tally_stats_group *g, enum tally_flush_mode mode,
+		       char *buf, size_t len);
+
+/**
+ * tally_stats_flush() - flush @g's subtree now (a forced flush).
+ * @g: the group.
+ *
+ * Return: 0, -EINVAL.
+ */
+int tally_stats_flush(struct tally_stats_group *g);
+
+/**
+ * tally_stats_read_bound() - how far an if-needed read may be from the
+ *	truth.
+ * @t: the tree.
+ *
+ * An if-needed read that does not flush misses updates of the group's
+ * subtree whose |delta| add up to less than this: the group's threshold
+ * (batch x nr_cpus) plus what each CPU holds back (batch - 1 each).
+ *
+ * Return: the bound, in units of the stats (sum over all stats of the
+ * group's subtree).
+ */
+unsigned long tally_stats_read_bound(const struct tally_stats_tree *t);
+
+/**
+ * tally_stats_periodic_start() - start the periodic flusher thread.
+ * @t: the tree.
+ *
+ * Every period it flushes the root (ignoring thresholds) and records the
+ * time for ratelimited reads.
+ *
+ * Return: 0, -EINVAL, -EALREADY, or a pthread_create() error (negative).
+ */
+int tally_stats_periodic_start(struct tally_stats_tree *t);
+
+/** tally_stats_periodic_stop() - stop it and wait for it; 0 or -EINVAL. */
+int tally_stats_periodic_stop(struct tally_stats_tree *t);
+
+/**
+ * tally_stats_periodic_tick() - do the periodic work if a period is due.
+ * @t: the tree.
+ *
+ * The periodic thread calls it; tests that drive a fake clock call it
+ * directly.
+ *
+ * Return: 1 when it flushed, 0 when not due, -EINVAL.
+ */
+int tally_stats_periodic_tick(struct tally_stats_tree *t);
+
+/**
+ * struct tally_stats_info - what the tree has done, for tests and tools.
+ * @flushes: flushes run (a subtree or the root).
+ * @root_flushes: flushes of the root.
+ * @groups_flushed: (group, CPU) pairs visited by flushes.
+ * @shared_waits: reads that waited for another reader's flush.
+ * @skipped: reads that skipped a needed flush (baseline designs only).
+ * @groups: groups alive, the root included.
+ */
+struct tally_stats_info {
+	uint64_t flushes;
+	uint64_t root_flushes;
+	uint64_t groups_flushed;
+	uint64_t shared_waits;
+	uint64_t skipped;
+	uint64_t groups;
+};
+
+/** tally_stats_tree_info() - fill @info; 0 or -EINVAL. */
+int tally_stats_tree_info(const struct tally_stats_tree *t,
+			  struct tally_stats_info *info);
+
+/** tally_stats_design_name() - "tally", "linux61", "seed001", "linux68". */
+const char *tally_stats_design_name(enum tally_stats_design design);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TALLY_STATS_H */

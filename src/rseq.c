@@ -126,18 +126,18 @@ long tally_percpu_add_return_slow(long *ptr, long v, unsigned int *cpu)
 	return tally_percpu_add_return_cpu(ptr, *cpu, v);
 }
 
-unsigned long tally_percpu_add_hints_slow(long *const *hints,
+unsigned long tally_percpu_add_hints_slow(long *base, const long *offs,
 					  unsigned long nr, long hint,
 					  long *ptr, long v, unsigned int *cpu)
 {
 	unsigned long acc = 0;
 
 	if (registered_now())
-		return tally_percpu_add_hints(hints, nr, hint, ptr, v, cpu);
+		return tally_percpu_add_hints(base, offs, nr, hint, ptr, v, cpu);
 	*cpu = fallback_cpu();
 	for (unsigned long i = 0; i < nr; i++)
-		acc |= (unsigned long)tally_percpu_add_return_cpu(hints[i],
-								  *cpu, hint);
+		acc |= (unsigned long)tally_percpu_add_return_cpu(
+			(long *)((char *)base + offs[i]), *cpu, hint);
 	tally_percpu_add_return_cpu(ptr, *cpu, v);
 	return acc;
 }

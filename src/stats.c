@@ -104,8 +104,12 @@ struct tally_stats_group {
 	uint64_t fl_active_stamp, fl_done_stamp;
 	pthread_cond_t fl_cond;
 
-	/* Per-CPU counts of self, parent, ..., root; then their overs. */
-	long *chain[];
+	/*
+	 * Threshold chain, self first, then each ancestor: the per-CPU counts
+	 * as byte offsets from pcpu (the same on every CPU), and the overs.
+	 */
+	long *chain_offs;
+	long **chain_over;
 };
 
 struct tally_stats_tree {
@@ -226,14 +230,20 @@ static void queue_update(struct tally_stats_tree *t, struct stats_pcpu *pc,
 					      __ATOMIC_RELAXED));
 }
 
+/* The per-CPU threshold count of chain level @i (0 is g itself). */
+static long *chain_count(const struct tally_stats_group *g, unsigned int i)
+{
+	return (long *)((char *)g->pcpu + g->chain_offs[i]);
+}
+
 /* Move the counts of the chain that reached the batch on @cpu. */
 static void move_counts(struct tally_stats_group *g, unsigned int cpu)
 {
 	const struct tally_stats_tree *t = g->tree;
 
 	for (unsigned int i = 0; i < g->nr_chain; i++) {
-		long *count = g->chain[i];
-		long *over = g->chain[g->nr_chain + i];
+		long *count = chain_count(g, i);
+		long *over = g->chain_over[i];
 		long moved;
 
 		if (tally_percpu_read_cpu(count, cpu) < (long)g->batch)
@@ -294,8 +304,8 @@ int tally_stats_mod(struct tally_stats_group *g, unsigned int stat, long delta)
 
 	if (__builtin_expect(err || g->simulated, 0))
 		return err ? err : -EINVAL;
-	acc = tally_percpu_add_hints(g->chain, g->nr_chain,
-				     (long)magnitude(delta),
+	acc = tally_percpu_add_hints((long *)g->pcpu, g->chain_offs,
+				     g->nr_chain, (long)magnitude(delta),
 				     &g->pcpu->stat[stat], delta, &cpu);
 	after_update(g, cpu, acc);
 	return 0;
@@ -313,7 +323,7 @@ int tally_stats_mod_cpu(struct tally_stats_group *g, unsigned int cpu,
 		return -EINVAL;
 	for (unsigned int i = 0; i < g->nr_chain; i++)
 		acc |= (unsigned long)tally_percpu_add_return_cpu(
-			g->chain[i], cpu, (long)magnitude(delta));
+			chain_count(g, i), cpu, (long)magnitude(delta));
 	/* Sequentially consistent: pairs with the flusher's clear of queued. */
 	__atomic_add_fetch((long *)tally_percpu_ptr(&g->pcpu->stat[stat], cpu),
 			   delta, __ATOMIC_SEQ_CST);
@@ -825,6 +835,7 @@ static void group_free(struct tally_stats_group *g)
 	tally_percpu_free(d, g->pcpu);
 	tally_percpu_free(d, g->fpcpu);
 	pthread_cond_destroy(&g->fl_cond);
+	free(g->chain_offs);
 	free(g->local);
 	free(g->name);
 	free(g);
@@ -845,13 +856,13 @@ static void set_chain(struct tally_stats_tree *t, struct tally_stats_group *g)
 	unsigned int i = 0;
 
 	if (uses_global_threshold(t)) {
-		g->chain[0] = t->global_count;
-		g->chain[1] = &t->global_over;
+		g->chain_offs[0] = (char *)t->global_count - (char *)g->pcpu;
+		g->chain_over[0] = &t->global_over;
 		return;
 	}
 	for (struct tally_stats_group *a = g; a; a = a->parent, i++) {
-		g->chain[i] = &a->pcpu->count;
-		g->chain[g->nr_chain + i] = &a->over;
+		g->chain_offs[i] = (char *)&a->pcpu->count - (char *)g->pcpu;
+		g->chain_over[i] = &a->over;
 	}
 }
 
@@ -864,9 +875,10 @@ static struct tally_stats_group *group_new(struct tally_stats_tree *t,
 	struct tally_stats_group *g;
 	size_t n = t->nr_stats;
 
-	g = calloc(1, sizeof(*g) + 2 * nr_chain * sizeof(g->chain[0]));
+	g = calloc(1, sizeof(*g));
 	if (!g)
 		return NULL;
+	g->chain_offs = calloc(nr_chain, sizeof(long) + sizeof(long *));
 	g->tree = t;
 	g->parent = parent;
 	g->nr_stats = t->nr_stats;
@@ -884,10 +896,11 @@ static struct tally_stats_group *group_new(struct tally_stats_tree *t,
 					      n * sizeof(long),
 				      8);
 	pthread_cond_init(&g->fl_cond, NULL);
-	if (!g->name || !g->local || !g->pcpu || !g->fpcpu) {
+	if (!g->chain_offs || !g->name || !g->local || !g->pcpu || !g->fpcpu) {
 		group_free(g);
 		return NULL;
 	}
+	g->chain_over = (long **)(g->chain_offs + nr_chain);
 	g->hier = g->local + n;
 	g->pending = g->local + 2 * n;
 	for (unsigned int cpu = 0; cpu < t->domain->nr_cpus; cpu++)

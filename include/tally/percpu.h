@@ -224,16 +224,50 @@ unregistered:
 }
 
 /* Internal: tally_percpu_add_hints() without a usable rseq area. */
-unsigned long tally_percpu_add_hints_slow(long *const *hints,
+unsigned long tally_percpu_add_hints_slow(long *base, const long *offs,
 					  unsigned long nr, long hint,
 					  long *ptr, long v, unsigned int *cpu);
+
+/*
+ * One hint: load the offset, then load, add, store and OR the count at
+ * this CPU's base (%rax) + offset.  Straight-line code for up to 8 hints
+ * costs about half of a loop over them.
+ */
+#define TALLY_HINT_(i)							\
+	"movq " #i "*8(%[offs]), %%r8\n\t"				\
+	"movq (%%rax,%%r8), %%r9\n\t"					\
+	"addq %[hint], %%r9\n\t"					\
+	"movq %%r9, (%%rax,%%r8)\n\t"					\
+	"orq %%r9, %[acc]\n\t"
+
+#define TALLY_HINTS_CS_(hints)						\
+	__asm__ __volatile__ goto(					\
+		TALLY_RSEQ_CS_BEGIN					\
+		"movl %%eax, %k[c]\n\t"					\
+		"shlq %[shift], %%rax\n\t"				\
+		"addq %[base], %%rax\n\t"				\
+		"xorl %k[acc], %k[acc]\n\t"				\
+		hints							\
+		"addq %[v], (%%rax,%[vofs])\n\t"			\
+		"2:\n\t"						\
+		: [acc] "=&r" (acc), [c] "=&r" (c)			\
+		: [rseq_cs] "m" (*(uint64_t *)(rs + TALLY_RSEQ_CS_OFFSET)), \
+		  [cpu_id] "m" (*(uint32_t *)(rs + TALLY_RSEQ_CPU_ID_OFFSET)), \
+		  [base] "r" (base), [offs] "r" (offs),			\
+		  [hint] "r" (hint), [vofs] "r" (vofs), [v] "r" (v),	\
+		  [shift] "i" (TALLY_PERCPU_UNIT_SHIFT)			\
+		: "rax", "r8", "r9", "memory", "cc"			\
+		: aborted, unregistered)
 
 /**
  * tally_percpu_add_hints() - add @hint to several per-CPU longs, then @v
  *	to one more, on the current CPU, in one restartable sequence.
- * @hints: @nr per-CPU pointers to longs (e.g. flush-threshold counts).
- * @nr: at least 1.
- * @hint: added to each hints[i] on the current CPU.
+ * @base: a per-CPU pointer of the same domain; the others are given as
+ *	byte offsets from it, which are the same on every CPU.
+ * @offs: @nr offsets from @base of the per-CPU longs that get @hint
+ *	(e.g. the flush-threshold counts of a group and its ancestors).
+ * @nr: 1 to 8 (unrolled); more is done by a loop.
+ * @hint: added to each of them on the current CPU.
  * @ptr: per-CPU pointer to the long that must get @v exactly once.
  * @v: the exact increment.
  * @cpu: set to the CPU whose copies were updated.
@@ -242,56 +276,93 @@ unsigned long tally_percpu_add_hints_slow(long *const *hints,
  * hint adds come before it and are not undone if the sequence restarts, so
  * a restart can add @hint twice to some of them (on this CPU or the next):
  * use it only for counts where counting too much is harmless, like the
- * flush thresholds of the statistics tree.  Cost: one sequence, a few
- * instructions per hint.
+ * flush thresholds of the statistics tree.
  *
  * Return: the bitwise OR of the new hint values; with a power-of-two
  * batch, it is >= batch exactly when some hint reached the batch.
  */
-static inline unsigned long tally_percpu_add_hints(long *const *hints,
+static inline unsigned long tally_percpu_add_hints(long *base,
+						   const long *offs,
 						   unsigned long nr, long hint,
 						   long *ptr, long v,
 						   unsigned int *cpu)
 {
 	unsigned char *rs = tally_rseq_area_();
-	unsigned long acc, c, slot, val, left;
-	long *const *cursor;
+	long vofs = (char *)ptr - (char *)base;
+	unsigned long acc, c;
 
 retry:
-	cursor = hints;
-	left = nr;
-	__asm__ __volatile__ goto(
-		TALLY_RSEQ_CS_BEGIN
-		"movl %%eax, %k[c]\n\t"
-		"shlq %[shift], %%rax\n\t"
-		"xorl %k[acc], %k[acc]\n\t"
-		"5:\n\t"
-		"movq (%[cursor]), %[slot]\n\t"
-		"addq %%rax, %[slot]\n\t"
-		"movq (%[slot]), %[val]\n\t"
-		"addq %[hint], %[val]\n\t"
-		"movq %[val], (%[slot])\n\t"
-		"orq %[val], %[acc]\n\t"
-		"addq $8, %[cursor]\n\t"
-		"decq %[left]\n\t"
-		"jnz 5b\n\t"
-		"addq %[base], %%rax\n\t"
-		"addq %[v], (%%rax)\n\t"
-		"2:\n\t"
-		: [acc] "=&r" (acc), [c] "=&r" (c), [slot] "=&r" (slot),
-		  [val] "=&r" (val), [cursor] "+r" (cursor), [left] "+r" (left)
-		: [rseq_cs] "m" (*(uint64_t *)(rs + TALLY_RSEQ_CS_OFFSET)),
-		  [cpu_id] "m" (*(uint32_t *)(rs + TALLY_RSEQ_CPU_ID_OFFSET)),
-		  [base] "r" (ptr), [v] "r" (v), [hint] "r" (hint),
-		  [shift] "i" (TALLY_PERCPU_UNIT_SHIFT)
-		: "rax", "memory", "cc"
-		: aborted, unregistered);
+	switch (nr) {
+	case 1:
+		TALLY_HINTS_CS_(TALLY_HINT_(0));
+		break;
+	case 2:
+		TALLY_HINTS_CS_(TALLY_HINT_(0) TALLY_HINT_(1));
+		break;
+	case 3:
+		TALLY_HINTS_CS_(TALLY_HINT_(0) TALLY_HINT_(1) TALLY_HINT_(2));
+		break;
+	case 4:
+		TALLY_HINTS_CS_(TALLY_HINT_(0) TALLY_HINT_(1) TALLY_HINT_(2)
+				TALLY_HINT_(3));
+		break;
+	case 5:
+		TALLY_HINTS_CS_(TALLY_HINT_(0) TALLY_HINT_(1) TALLY_HINT_(2)
+				TALLY_HINT_(3) TALLY_HINT_(4));
+		break;
+	case 6:
+		TALLY_HINTS_CS_(TALLY_HINT_(0) TALLY_HINT_(1) TALLY_HINT_(2)
+				TALLY_HINT_(3) TALLY_HINT_(4) TALLY_HINT_(5));
+		break;
+	case 7:
+		TALLY_HINTS_CS_(TALLY_HINT_(0) TALLY_HINT_(1) TALLY_HINT_(2)
+				TALLY_HINT_(3) TALLY_HINT_(4) TALLY_HINT_(5)
+				TALLY_HINT_(6));
+		break;
+	case 8:
+		TALLY_HINTS_CS_(TALLY_HINT_(0) TALLY_HINT_(1) TALLY_HINT_(2)
+				TALLY_HINT_(3) TALLY_HINT_(4) TALLY_HINT_(5)
+				TALLY_HINT_(6) TALLY_HINT_(7));
+		break;
+	default: {
+		const long *cursor = offs;
+		unsigned long left = nr;
+
+		__asm__ __volatile__ goto(
+			TALLY_RSEQ_CS_BEGIN
+			"movl %%eax, %k[c]\n\t"
+			"shlq %[shift], %%rax\n\t"
+			"addq %[base], %%rax\n\t"
+			"xorl %k[acc], %k[acc]\n\t"
+			"5:\n\t"
+			"movq (%[cursor]), %%r8\n\t"
+			"movq (%%rax,%%r8), %%r9\n\t"
+			"addq %[hint], %%r9\n\t"
+			"movq %%r9, (%%rax,%%r8)\n\t"
+			"orq %%r9, %[acc]\n\t"
+			"addq $8, %[cursor]\n\t"
+			"decq %[left]\n\t"
+			"jnz 5b\n\t"
+			"addq %[v], (%%rax,%[vofs])\n\t"
+			"2:\n\t"
+			: [acc] "=&r" (acc), [c] "=&r" (c),
+			  [cursor] "+r" (cursor), [left] "+r" (left)
+			: [rseq_cs] "m" (*(uint64_t *)(rs + TALLY_RSEQ_CS_OFFSET)),
+			  [cpu_id] "m" (*(uint32_t *)(rs + TALLY_RSEQ_CPU_ID_OFFSET)),
+			  [base] "r" (base), [hint] "r" (hint),
+			  [vofs] "r" (vofs), [v] "r" (v),
+			  [shift] "i" (TALLY_PERCPU_UNIT_SHIFT)
+			: "rax", "r8", "r9", "memory", "cc"
+			: aborted, unregistered);
+		break;
+	}
+	}
 	*cpu = (unsigned int)c;
 	return acc;
 aborted:
 	goto retry;
 unregistered:
-	return tally_percpu_add_hints_slow(hints, nr, hint, ptr, v, cpu);
+	return tally_percpu_add_hints_slow(base, offs, nr, hint, ptr, v, cpu);
 }
 
 /* Internal: tally_percpu_xchg() without a usable rseq area. */

@@ -19,7 +19,7 @@ endif
 OPT ?= -O2 -g
 SAN ?=
 CFLAGS_ALL := -std=gnu11 -fPIC -pthread $(OPT) $(SAN) $(WARN) -Iinclude -Isrc \
-	$(CFLAGS)
+	-DTALLY_VERSION='"$(VERSION)"' $(CFLAGS)
 LDFLAGS_ALL := -pthread $(SAN) $(LDFLAGS)
 LIBS := -lm
 
@@ -70,13 +70,15 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(SUPPORT_OBJ) $(BUILD)/libtally.a
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $< $(SUPPORT_OBJ) $(BUILD)/libtally.a $(LDFLAGS_ALL) $(LIBS)
 
-# Every test, three builds: plain, ASan+UBSan, TSan.  The runner prints the
-# closing "N passed, N failed" line.
+# Every test, three builds: plain, ASan+UBSan, TSan.  The ASan build also
+# defines TALLY_DEBUG: destroyed stats groups stay poisoned, so an update
+# after destroy aborts instead of touching freed memory.  The runner prints
+# the closing "N passed, N failed" line.
 test: deps
 	@sh scripts/ensure-deps.sh test
 	$(MAKE) --no-print-directory BUILD=build tests
 	$(MAKE) --no-print-directory BUILD=build/asan OPT="-O1 -g" \
-		SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" tests
+		SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all -DTALLY_DEBUG" tests
 	$(MAKE) --no-print-directory BUILD=build/tsan OPT="-O1 -g" \
 		SAN="-fsanitize=thread" tests
 	@sh scripts/run-tests.sh

@@ -160,18 +160,21 @@ static inline long tally_counter_carry(unsigned long orig, unsigned long res,
  */
 static inline void tally_counter_add(struct tally_counter *c, long inc)
 {
+	unsigned long orig;
 	unsigned int cpu;
-	long res, carry;
+	long res;
 
 	if (__builtin_expect(c->flags & TALLY_COUNTER_SIMULATED, 0)) {
 		tally_counter_add_simulated(c, inc);
 		return;
 	}
 	res = tally_percpu_add_return(c->level0, inc, &cpu);
-	carry = tally_counter_carry((unsigned long)res - (unsigned long)inc,
-				    (unsigned long)res, c->batch);
-	if (__builtin_expect(carry != 0, 0))
-		tally_counter_propagate(c, cpu, carry);
+	orig = (unsigned long)res - (unsigned long)inc;
+	/* A multiple of the batch was crossed iff a bit >= batch changed. */
+	if (__builtin_expect((orig ^ (unsigned long)res) >= c->batch, 0))
+		tally_counter_propagate(c, cpu,
+					tally_counter_carry(orig, (unsigned long)res,
+							    c->batch));
 }
 
 /**
@@ -257,6 +260,11 @@ void tally_counter_approximate_min_max_range(long approx, unsigned long under,
  * @c: an initialized counter.
  * @min: set to the smallest value the precise sum can have.
  * @max: set to the largest.
+ *
+ * Sums are modulo 2^64: when approximate + under passes LONG_MAX the
+ * precise sum may be just above LONG_MIN (its approximation wrapped), so
+ * [LONG_MIN, LONG_MAX] is returned and the comparisons cannot decide
+ * from the approximation alone.
  */
 void tally_counter_approximate_min_max(const struct tally_counter *c,
 				       long *min, long *max);

@@ -149,6 +149,11 @@ static inline unsigned char *tally_rseq_area_(void)
 #define TALLY_RSEQ_CPU_ID_OFFSET 4
 #define TALLY_RSEQ_CS_OFFSET 8
 
+/* The rseq area operands of every sequence: rseq_cs and cpu_id. */
+#define TALLY_RSEQ_AREA_OPERANDS_(rs)					\
+	[rseq_cs] "m" (*(uint64_t *)((rs) + TALLY_RSEQ_CS_OFFSET)),	\
+	[cpu_id] "m" (*(uint32_t *)((rs) + TALLY_RSEQ_CPU_ID_OFFSET))
+
 /**
  * tally_percpu_add_return() - add to the current CPU's copy of a long.
  * @ptr: per-CPU pointer to a long, allocated on the system domain.
@@ -175,8 +180,7 @@ retry:
 		"movq %[res], (%%rax)\n\t"
 		"2:\n\t"
 		: [res] "=&r" (res), [c] "=&r" (c)
-		: [rseq_cs] "m" (*(uint64_t *)(rs + TALLY_RSEQ_CS_OFFSET)),
-		  [cpu_id] "m" (*(uint32_t *)(rs + TALLY_RSEQ_CPU_ID_OFFSET)),
+		: TALLY_RSEQ_AREA_OPERANDS_(rs),
 		  [base] "r" (ptr), [v] "r" (v),
 		  [shift] "i" (TALLY_PERCPU_UNIT_SHIFT)
 		: "rax", "memory", "cc"
@@ -186,8 +190,14 @@ retry:
 aborted:
 	/* Preempted, migrated or signalled before the commit: redo. */
 	goto retry;
-unregistered:
-	return tally_percpu_add_return_slow(ptr, v, cpu);
+unregistered: {
+	/* A local of its own: *cpu stays in a register on the fast path. */
+	unsigned int slow_cpu;
+
+	res = tally_percpu_add_return_slow(ptr, v, &slow_cpu);
+	*cpu = slow_cpu;
+	return res;
+}
 }
 
 /**
@@ -210,8 +220,7 @@ retry:
 		"addq %[v], (%%rax)\n\t"
 		"2:\n\t"
 		:
-		: [rseq_cs] "m" (*(uint64_t *)(rs + TALLY_RSEQ_CS_OFFSET)),
-		  [cpu_id] "m" (*(uint32_t *)(rs + TALLY_RSEQ_CPU_ID_OFFSET)),
+		: TALLY_RSEQ_AREA_OPERANDS_(rs),
 		  [base] "r" (ptr), [v] "r" (v),
 		  [shift] "i" (TALLY_PERCPU_UNIT_SHIFT)
 		: "rax", "memory", "cc"
@@ -240,19 +249,22 @@ unsigned long tally_percpu_add_hints_slow(long *base, const long *offs,
 	"movq %%r9, (%%rax,%%r8)\n\t"					\
 	"orq %%r9, %[acc]\n\t"
 
+/* %rax = this CPU's copy of base; remember the CPU; clear the OR. */
+#define TALLY_HINTS_PROLOGUE_						\
+	"movl %%eax, %k[c]\n\t"					\
+	"shlq %[shift], %%rax\n\t"					\
+	"addq %[base], %%rax\n\t"					\
+	"xorl %k[acc], %k[acc]\n\t"
+
 #define TALLY_HINTS_CS_(hints)						\
 	__asm__ __volatile__ goto(					\
 		TALLY_RSEQ_CS_BEGIN					\
-		"movl %%eax, %k[c]\n\t"					\
-		"shlq %[shift], %%rax\n\t"				\
-		"addq %[base], %%rax\n\t"				\
-		"xorl %k[acc], %k[acc]\n\t"				\
+		TALLY_HINTS_PROLOGUE_					\
 		hints							\
 		"addq %[v], (%%rax,%[vofs])\n\t"			\
 		"2:\n\t"						\
 		: [acc] "=&r" (acc), [c] "=&r" (c)			\
-		: [rseq_cs] "m" (*(uint64_t *)(rs + TALLY_RSEQ_CS_OFFSET)), \
-		  [cpu_id] "m" (*(uint32_t *)(rs + TALLY_RSEQ_CPU_ID_OFFSET)), \
+		: TALLY_RSEQ_AREA_OPERANDS_(rs),			\
 		  [base] "r" (base), [offs] "r" (offs),			\
 		  [hint] "r" (hint), [vofs] "r" (vofs), [v] "r" (v),	\
 		  [shift] "i" (TALLY_PERCPU_UNIT_SHIFT)			\
@@ -330,10 +342,7 @@ retry:
 
 		__asm__ __volatile__ goto(
 			TALLY_RSEQ_CS_BEGIN
-			"movl %%eax, %k[c]\n\t"
-			"shlq %[shift], %%rax\n\t"
-			"addq %[base], %%rax\n\t"
-			"xorl %k[acc], %k[acc]\n\t"
+			TALLY_HINTS_PROLOGUE_
 			"5:\n\t"
 			"movq (%[cursor]), %%r8\n\t"
 			"movq (%%rax,%%r8), %%r9\n\t"
@@ -347,8 +356,7 @@ retry:
 			"2:\n\t"
 			: [acc] "=&r" (acc), [c] "=&r" (c),
 			  [cursor] "+r" (cursor), [left] "+r" (left)
-			: [rseq_cs] "m" (*(uint64_t *)(rs + TALLY_RSEQ_CS_OFFSET)),
-			  [cpu_id] "m" (*(uint32_t *)(rs + TALLY_RSEQ_CPU_ID_OFFSET)),
+			: TALLY_RSEQ_AREA_OPERANDS_(rs),
 			  [base] "r" (base), [hint] "r" (hint),
 			  [vofs] "r" (vofs), [v] "r" (v),
 			  [shift] "i" (TALLY_PERCPU_UNIT_SHIFT)
@@ -390,8 +398,7 @@ retry:
 		"movq %[v], (%%rax)\n\t"
 		"2:\n\t"
 		: [old] "=&r" (old)
-		: [rseq_cs] "m" (*(uint64_t *)(rs + TALLY_RSEQ_CS_OFFSET)),
-		  [cpu_id] "m" (*(uint32_t *)(rs + TALLY_RSEQ_CPU_ID_OFFSET)),
+		: TALLY_RSEQ_AREA_OPERANDS_(rs),
 		  [base] "r" (ptr), [v] "r" (v),
 		  [shift] "i" (TALLY_PERCPU_UNIT_SHIFT)
 		: "rax", "memory", "cc"

@@ -1,0 +1,25 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef TALLY_BENCH_H
+#define TALLY_BENCH_H
+
+/*
+ * bench.h - entry points of the benchmarks behind `tally bench NAME`.
+ *
+ * Each takes the arguments after "bench": argv[0] is the benchmark's name,
+ * the options follow.  It prints its own usage on --help (to standard
+ * output, exit status 0) and on bad options (to standard error, 2).
+ */
+
+/**
+ * tally_bench_counter() - `tally bench counter`: counter adds, reads and
+ *	accuracy against the baselines.
+ * @argc: argument count, including argv[0].
+ * @argv: the arguments.
+ *
+ * Return: the exit status: 0 (also when a target is missed: the report
+ * says so), 1 when the benchmark failed (a counter lost updates, no
+ * memory), 2 for bad options.
+ */
+int tally_bench_counter(int argc, char **argv);
+
+#endif /* TALLY_BENCH_H */

@@ -275,8 +275,20 @@ void tally_counter_approximate_min_max_range(long approx, unsigned long under,
 void tally_counter_approximate_min_max(const struct tally_counter *c,
 				       long *min, long *max)
 {
-	tally_counter_approximate_min_max_range(
-		tally_counter_approximate_sum(c), c->under, 0, min, max);
+	long approx = tally_counter_approximate_sum(c);
+
+	/*
+	 * The precise sum is approx + (0 .. under) modulo 2^64.  Past
+	 * LONG_MAX it may have wrapped: a precise sum just above LONG_MIN
+	 * has an approximation just below LONG_MAX.  Only the whole range
+	 * holds it then.
+	 */
+	if (c->under > (unsigned long)LONG_MAX - (unsigned long)approx) {
+		*min = LONG_MIN;
+		*max = LONG_MAX;
+		return;
+	}
+	tally_counter_approximate_min_max_range(approx, c->under, 0, min, max);
 }
 
 /* -1 / 1 when [amin, amax] lies wholly below / above [bmin, bmax], else 0. */

@@ -54,11 +54,13 @@ static ptrdiff_t own_area_offset(void)
 
 static int register_own_area(void)
 {
-	own_registration_tried = 1;
+	int err = 0;
+
 	if (syscall(__NR_rseq, &own_area, sizeof(own_area), 0,
 		    TALLY_RSEQ_SIG) != 0)
-		return -errno;
-	return 0;
+		err = -errno;
+	own_registration_tried = 1;
+	return err;
 }
 
 static bool glibc_registered(void)
@@ -107,8 +109,18 @@ enum tally_rseq_mode tally_rseq_mode(void)
  */
 static bool registered_now(void)
 {
-	return mode == TALLY_RSEQ_OWN && !own_registration_tried &&
-	       register_own_area() == 0;
+	if (mode != TALLY_RSEQ_OWN)
+		return false;
+	if (!own_registration_tried)
+		register_own_area();
+	/*
+	 * A signal handler that updated between our check and our syscall
+	 * registered the area itself (ours then fails with EBUSY): the area
+	 * counts, not the syscall's result, or this update would go atomic
+	 * while other threads use rseq on the same slot.
+	 */
+	return (int32_t)__atomic_load_n(&own_area.cpu_id, __ATOMIC_RELAXED) >=
+	       0;
 }
 
 static unsigned int fallback_cpu(void)

@@ -6,7 +6,9 @@
  *
  *   per CPU, hot   stat[i]    written by updates on that CPU (rseq)
  *                  count      |delta| not yet moved to G->over (a hint)
- *                  queued     G is on the CPU's update list or updated tree
+ *                  queued     idle, listed (claimed by an update, on the
+ *                             CPU's list or being pushed) or linked (popped
+ *                             into the CPU's updated tree)
  *   per CPU, cold  prev[i]    stat[i] as the last flush saw it
  *                  children / sibling / linked: the CPU's updated tree
  *   per group      local[i], hier[i]   flushed values (readers load them)
@@ -16,18 +18,26 @@
  *
  * Update (tally_stats_mod): one rseq sequence adds |delta| to the count of
  * G and of each ancestor (the chain, flat in G: no pointer chasing) and
- * commits delta to stat[i].  If G's queued flag is clear on that CPU, G is
- * pushed on the CPU's lock-free list.  A count that reached the batch is
- * moved to its group's over, unless that is already past the threshold.
+ * commits delta to stat[i].  If G is idle on that CPU, the update claims it
+ * (idle -> listed) and pushes it on the CPU's lock-free list; the CPU's
+ * pushing count covers the claim and the push.  A count that reached the
+ * batch is moved to its group's over, unless that is already past the
+ * threshold.
  *
  * Flush of G, two passes over the CPUs, each CPU under flush_lock alone:
- *   1. pop the CPU's list into its updated tree (linking ancestors), clear
- *      the queued flags of G's updated subtree and zero their over;
- *   -- one membarrier(): every update whose queued check saw the flag set
- *      before it was cleared has its stat store visible now;
+ *   1. wait for the CPU's pushes in progress, pop its list into its updated
+ *      tree (listed -> linked, linking ancestors), make the linked nodes of
+ *      G's updated subtree idle and zero their over;
+ *   -- one membarrier(): every update whose queued check saw listed or
+ *      linked before that has its stat store visible now;
  *   2. pop again, visit G's updated subtree children first: delta =
  *      stat - prev; local += delta; hier += delta + pending; the parent's
- *      pending += the same; then unlink the nodes nobody re-queued.
+ *      pending += the same; then unlink the nodes still idle.
+ *
+ * Only a pop ends listed and only pass 1 ends linked: a node is never
+ * pushed twice, and one being pushed is never made idle.  An update that
+ * saw listed relies on a push that may not be done; the wait of pass 1
+ * makes it done before the pop.
  *
  * Invariant: a (group, CPU) with a stat not yet in prev is queued (on the
  * list or linked in the updated tree, ancestors linked too), or a flush
@@ -60,6 +70,9 @@
 #define DEFAULT_PERIOD_NS 2000000000ull
 #define GROUP_MAGIC 0x7a11c0de5ca1ab1eul
 #define GROUP_DEAD 0xdeadca75deadca75ul
+
+/* stats_pcpu.queued */
+enum { QUEUE_IDLE, QUEUE_LISTED, QUEUE_LINKED };
 
 /* Per (group, CPU), written by updates on that CPU. */
 struct stats_pcpu {
@@ -125,6 +138,7 @@ struct tally_stats_tree {
 	bool simulated, fence;
 
 	struct stats_pcpu **lists;		/* per CPU: update list head */
+	long *pushing;				/* per CPU: claims being pushed */
 	long *global_count;			/* per CPU (global threshold) */
 	long global_over;
 
@@ -211,23 +225,30 @@ static void add_long(long *p, long v)
 
 /* --- update side --------------------------------------------------------- */
 
-/* Push (g, cpu) on the CPU's list, once until a flush clears queued. */
+/*
+ * Push (g, cpu) on the CPU's list, once until a pop and a flush make it
+ * idle again.  Counted in pushing from before the claim to after the push.
+ */
 static void queue_update(struct tally_stats_tree *t, struct stats_pcpu *pc,
 			 unsigned int cpu)
 {
 	struct stats_pcpu **head = tally_percpu_ptr(t->lists, cpu);
+	long *pushing = tally_percpu_ptr(t->pushing, cpu);
 	struct stats_pcpu *old;
-	int expected = 0;
+	int expected = QUEUE_IDLE;
 
-	if (!__atomic_compare_exchange_n(&pc->queued, &expected, 1, false,
-					 __ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
-		return;
-	old = __atomic_load_n(head, __ATOMIC_RELAXED);
-	do {
-		pc->next = old;
-	} while (!__atomic_compare_exchange_n(head, &old, pc, true,
-					      __ATOMIC_RELEASE,
-					      __ATOMIC_RELAXED));
+	__atomic_add_fetch(pushing, 1, __ATOMIC_SEQ_CST);
+	if (__atomic_compare_exchange_n(&pc->queued, &expected, QUEUE_LISTED,
+					false, __ATOMIC_SEQ_CST,
+					__ATOMIC_RELAXED)) {
+		old = __atomic_load_n(head, __ATOMIC_RELAXED);
+		do {
+			pc->next = old;
+		} while (!__atomic_compare_exchange_n(head, &old, pc, true,
+						      __ATOMIC_RELEASE,
+						      __ATOMIC_RELAXED));
+	}
+	__atomic_sub_fetch(pushing, 1, __ATOMIC_RELEASE);
 }
 
 /* The per-CPU threshold count of chain level @i (0 is g itself). */
@@ -268,7 +289,7 @@ static void after_update(struct tally_stats_group *g, unsigned int cpu,
 
 	if (g->fence)
 		__atomic_thread_fence(__ATOMIC_SEQ_CST);
-	if (!__atomic_load_n(&pc->queued, __ATOMIC_SEQ_CST))
+	if (__atomic_load_n(&pc->queued, __ATOMIC_SEQ_CST) == QUEUE_IDLE)
 		queue_update(g->tree, pc, cpu);
 	if (__builtin_expect(acc >= g->batch, 0))
 		move_counts(g, cpu);
@@ -380,6 +401,7 @@ static void pop_updates(struct tally_stats_tree *t, unsigned int cpu)
 	while (pc) {
 		struct stats_pcpu *next = pc->next;
 
+		__atomic_store_n(&pc->queued, QUEUE_LINKED, __ATOMIC_SEQ_CST);
 		link_updated(pc->group, cpu);
 		pc = next;
 	}
@@ -408,19 +430,27 @@ static bool collect_subtree(struct tally_stats_group *g, unsigned int cpu,
 	return true;
 }
 
-/* Pass 1 on one CPU: clear queued and the threshold of G's updated subtree. */
+/* Pass 1 on one CPU: G's updated subtree made idle, thresholds cleared. */
 static bool flush_mark_cpu(struct tally_stats_tree *t,
 			   struct tally_stats_group *g, unsigned int cpu,
 			   struct flush_work *w)
 {
+	long *pushing = tally_percpu_ptr(t->pushing, cpu);
 	bool ok;
 
+	/* Claims seen by updates that completed before us are pushed. */
+	while (__atomic_load_n(pushing, __ATOMIC_ACQUIRE))
+		sched_yield();
 	pthread_mutex_lock(&t->flush_lock);
 	pop_updates(t, cpu);
 	ok = collect_subtree(g, cpu, w);
 	for (size_t i = 0; i < w->len; i++) {
-		__atomic_store_n(&pcpu_of(w->v[i], cpu)->queued, 0,
-				 __ATOMIC_SEQ_CST);
+		int linked = QUEUE_LINKED;
+
+		/* Not a listed one: it is (being) pushed again. */
+		__atomic_compare_exchange_n(&pcpu_of(w->v[i], cpu)->queued,
+					    &linked, QUEUE_IDLE, false,
+					    __ATOMIC_SEQ_CST, __ATOMIC_RELAXED);
 		__atomic_store_n(&w->v[i]->over, 0, __ATOMIC_RELAXED);
 	}
 	pthread_mutex_unlock(&t->flush_lock);
@@ -493,7 +523,8 @@ static bool flush_fold_cpu(struct tally_stats_tree *t,
 			}
 		}
 		if (!fp->children &&
-		    !__atomic_load_n(&pcpu_of(n, cpu)->queued, __ATOMIC_SEQ_CST))
+		    __atomic_load_n(&pcpu_of(n, cpu)->queued,
+				    __ATOMIC_SEQ_CST) == QUEUE_IDLE)
 			fp->linked = false;
 	}
 	if (w->len && !fpcpu_of(g, cpu)->linked && g->parent) {
@@ -875,9 +906,11 @@ static struct tally_stats_group *group_new(struct tally_stats_tree *t,
 	struct tally_stats_group *g;
 	size_t n = t->nr_stats;
 
-	g = calloc(1, sizeof(*g));
+	/* over has a cache line of its own: the group needs that alignment. */
+	g = aligned_alloc(64, (sizeof(*g) + 63) & ~(size_t)63);
 	if (!g)
 		return NULL;
+	memset(g, 0, sizeof(*g));
 	g->chain_offs = calloc(nr_chain, sizeof(long) + sizeof(long *));
 	g->tree = t;
 	g->parent = parent;
@@ -1009,6 +1042,10 @@ int tally_stats_group_find(struct tally_stats_tree *t, const char *path,
 	int err = 0;
 
 	if (!t || !path || !out)
+		return -EINVAL;
+	/* An empty component is an error even when an earlier one is missing. */
+	if (*path && (path[0] == '/' || path[strlen(path) - 1] == '/' ||
+		      strstr(path, "//")))
 		return -EINVAL;
 	pthread_rwlock_rdlock(&t->topo_lock);
 	g = t->root;
@@ -1188,7 +1225,7 @@ static int copy_schema(struct tally_stats_tree *t,
 	for (unsigned int i = 0; i < nr; i++) {
 		const char *name = schema[i].name;
 
-		if (!name || !*name || strpbrk(name, " \t\n") ||
+		if (!name || !*name || strpbrk(name, " \t\n\r\v\f") ||
 		    (schema[i].kind != TALLY_STAT_STATE &&
 		     schema[i].kind != TALLY_STAT_EVENT))
 			return -EINVAL;
@@ -1228,6 +1265,7 @@ void tally_stats_tree_destroy(struct tally_stats_tree *t)
 #endif
 	if (t->domain) {
 		tally_percpu_free(t->domain, t->lists);
+		tally_percpu_free(t->domain, t->pushing);
 		tally_percpu_free(t->domain, t->global_count);
 	}
 	for (unsigned int i = 0; t->names && i < t->nr_stats; i++)
@@ -1251,6 +1289,7 @@ int tally_stats_tree_create(struct tally_stats_tree **out,
 {
 	struct tally_stats_options o = { 0 };
 	struct tally_stats_tree *t;
+	pthread_condattr_t cattr;
 	int err;
 
 	if (opts)
@@ -1268,7 +1307,11 @@ int tally_stats_tree_create(struct tally_stats_tree **out,
 	pthread_mutex_init(&t->subtree_mutex, NULL);
 	pthread_cond_init(&t->root_flush_cond, NULL);
 	pthread_mutex_init(&t->periodic_lock, NULL);
-	pthread_cond_init(&t->periodic_cond, NULL);
+	/* periodic_main() waits until a CLOCK_MONOTONIC time. */
+	pthread_condattr_init(&cattr);
+	pthread_condattr_setclock(&cattr, CLOCK_MONOTONIC);
+	pthread_cond_init(&t->periodic_cond, &cattr);
+	pthread_condattr_destroy(&cattr);
 	t->nr_stats = nr_stats;
 	err = copy_schema(t, schema, nr_stats);
 	if (err)
@@ -1287,8 +1330,9 @@ int tally_stats_tree_create(struct tally_stats_tree **out,
 	t->simulated = t->domain->simulated;
 	t->fence = !t->simulated && !membarrier_ready();
 	t->lists = tally_percpu_alloc(t->domain, sizeof(*t->lists), 0);
+	t->pushing = tally_percpu_alloc(t->domain, sizeof(long), 0);
 	t->global_count = tally_percpu_alloc(t->domain, sizeof(long), 0);
-	if (!t->lists || !t->global_count) {
+	if (!t->lists || !t->pushing || !t->global_count) {
 		err = -ENOMEM;
 		goto fail;
 	}

@@ -1,0 +1,1009 @@
+// SPDX-License-Identifier: MIT
+/*
+ * test_stats_stress.c - the statistics tree under real concurrency: more
+ * threads than the machine's cores updating, reading, creating and
+ * destroying groups while the periodic flusher runs, on the system domain
+ * (rseq updates, membarrier flushes) and on simulated domains (many
+ * threads on one simulated CPU).
+ *
+ * Oracles: every writer sums what it added per group and stat; once all
+ * threads are joined a forced read of every group must equal those sums
+ * (destroyed groups' sums counting for their ancestors).  While they run,
+ * event stats must never go down, and forced reads (TALLY and LINUX68
+ * designs) must reflect every update that completed before the read
+ * began: writers publish their counts after each update and readers load
+ * them before reading.
+ *
+ * Runs last a fixed time (TALLY_TEST_SCALE scales it; about a second per
+ * test at 1), then until every thread has done some work; a watchdog
+ * turns a hang (a flusher spinning on a corrupted update list) into a
+ * failure with a message.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <tally/stats.h>
+
+#include "harness.h"
+#include "util.h"
+
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+#define NS 5
+
+static const struct tally_stat_desc schema[NS] = {
+	{ "s0", TALLY_STAT_EVENT }, { "s1", TALLY_STAT_STATE },
+	{ "s2", TALLY_STAT_EVENT }, { "s3", TALLY_STAT_STATE },
+	{ "s4", TALLY_STAT_STATE },
+};
+
+static double seconds(double s)
+{
+	return (double)harness_scale((long)(s * 1000.0)) / 1000.0;
+}
+
+static bool stopped(const int *stop)
+{
+	return __atomic_load_n(stop, __ATOMIC_RELAXED) != 0;
+}
+
+/* A tree on a simulated domain of @nr_cpus CPUs (0: the system domain). */
+struct tree {
+	struct tally_domain *dom;
+	struct tally_stats_tree *t;
+	struct tally_stats_group *root;
+	unsigned int nr_cpus;
+};
+
+static bool tree_init(struct tree *tr, enum tally_stats_design design,
+		      unsigned int nr_cpus, unsigned long batch,
+		      uint64_t period_ns)
+{
+	struct tally_stats_options o = { 0 };
+
+	memset(tr, 0, sizeof(*tr));
+	if (nr_cpus)
+		tr->dom = util_domain(nr_cpus);
+	o.domain = tr->dom;
+	o.design = design;
+	o.batch = batch;
+	o.period_ns = period_ns;
+	if (!CHECK_EQ_LONG(tally_stats_tree_create(&tr->t, schema, NS, &o),
+			   0)) {
+		tally_domain_destroy(tr->dom);
+		return false;
+	}
+	tr->root = tally_stats_root(tr->t);
+	tr->nr_cpus = tally_domain_nr_cpus(tr->dom ? tr->dom
+						   : tally_domain_system());
+	return true;
+}
+
+static void tree_fini(struct tree *tr)
+{
+	tally_stats_tree_destroy(tr->t);
+	tally_domain_destroy(tr->dom);
+}
+
+static int mod(const struct tree *tr, struct tally_stats_group *g,
+	       struct rng *r, unsigned int stat, long delta)
+{
+	if (tr->dom)
+		return tally_stats_mod_cpu(g, (unsigned int)rng_below(
+						      r, tr->nr_cpus),
+					   stat, delta);
+	return tally_stats_mod(g, stat, delta);
+}
+
+static const char *domain_name(const struct tree *tr)
+{
+	static __thread char buf[32];
+
+	if (!tr->dom)
+		return "system";
+	snprintf(buf, sizeof(buf), "%u simulated CPUs", tr->nr_cpus);
+	return buf;
+}
+
+static void start(pthread_t *th, void *(*fn)(void *), void *arg)
+{
+	int err = pthread_create(th, NULL, fn, arg);
+
+	if (err) {
+		fprintf(stderr, "pthread_create: %s\n", strerror(err));
+		abort();
+	}
+}
+
+/*
+ * A run that does not end (a flusher spinning on a corrupted list, a
+ * reader waiting for a flush that never comes) fails with a message
+ * instead of hanging the test run.
+ */
+struct watchdog {
+	pthread_t th;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	bool done;
+	double limit;
+	const char *what;
+};
+
+static void *watchdog_main(void *arg)
+{
+	struct watchdog *w = arg;
+	struct timespec until;
+	bool done;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += (time_t)w->limit;
+	pthread_mutex_lock(&w->lock);
+	while (!w->done &&
+	       pthread_cond_timedwait(&w->cond, &w->lock, &until) != ETIMEDOUT)
+		;
+	done = w->done;
+	pthread_mutex_unlock(&w->lock);
+	if (!done) {
+		printf("  %s: still running after %.0f s: hung\n", w->what,
+		       w->limit);
+		fflush(NULL);
+		abort();
+	}
+	return NULL;
+}
+
+static void watchdog_start(struct watchdog *w, double run_secs,
+			   const char *what)
+{
+	pthread_mutex_init(&w->lock, NULL);
+	pthread_cond_init(&w->cond, NULL);
+	w->done = false;
+	w->limit = 60 + 20 * run_secs;
+	w->what = what;
+	start(&w->th, watchdog_main, w);
+}
+
+static void watchdog_stop(struct watchdog *w)
+{
+	pthread_mutex_lock(&w->lock);
+	w->done = true;
+	pthread_cond_signal(&w->cond);
+	pthread_mutex_unlock(&w->lock);
+	pthread_join(w->th, NULL);
+	pthread_mutex_destroy(&w->lock);
+	pthread_cond_destroy(&w->cond);
+}
+
+/*
+ * Let a run go on for @secs, and then until the counters reach their
+ * minimum (on a loaded machine threads may have had little time), for at
+ * most 30 s more.
+ */
+static void run_for(double secs, const unsigned long *a, unsigned long min_a,
+		    const unsigned long *b, unsigned long min_b)
+{
+	double end = harness_now() + 30;
+
+	usleep((useconds_t)(secs * 1e6));
+	while (harness_now() < end &&
+	       (__atomic_load_n(a, __ATOMIC_RELAXED) < min_a ||
+		(b && __atomic_load_n(b, __ATOMIC_RELAXED) < min_b)))
+		usleep(1000);
+}
+
+/* ---- freshness ----------------------------------------------------------- */
+
+#define NR_FRESH_WRITERS 3	/* on the watched group */
+#define NR_FRESH_OTHERS 3	/* on other groups and stats */
+#define NR_FRESH_READERS 4
+
+struct fresh {
+	struct tree tr;
+	struct tally_stats_group *chain[4];	/* root, a, b, g */
+	struct tally_stats_group *others[8];
+	bool snapshot;
+	int stop;
+	struct {
+		long done;		/* published after each update */
+		pthread_t th;
+	} w[NR_FRESH_WRITERS];
+	unsigned long reads, violations, above;
+	unsigned long live_reads;	/* so far */
+	double max_read;	/* slowest forced read, seconds */
+	pthread_mutex_t lock;
+};
+
+static long published(struct fresh *f)
+{
+	long sum = 0;
+
+	for (int i = 0; i < NR_FRESH_WRITERS; i++)
+		sum += __atomic_load_n(&f->w[i].done, __ATOMIC_ACQUIRE);
+	return sum;
+}
+
+struct fresh_arg {
+	struct fresh *f;
+	int id;
+};
+
+static void *fresh_writer(void *p)
+{
+	struct fresh_arg *a = p;
+	struct fresh *f = a->f;
+	struct rng r = rng_seed(100 + (uint64_t)a->id);
+	long n = 0;
+
+	while (!stopped(&f->stop)) {
+		if (!CHECK_EQ_LONG(mod(&f->tr, f->chain[3], &r, 0, 1), 0))
+			break;
+		__atomic_store_n(&f->w[a->id].done, ++n, __ATOMIC_RELEASE);
+	}
+	return NULL;
+}
+
+static void *fresh_other(void *p)
+{
+	struct fresh_arg *a = p;
+	struct fresh *f = a->f;
+	struct rng r = rng_seed(200 + (uint64_t)a->id);
+
+	while (!stopped(&f->stop)) {
+		uint64_t k = rng_below(&r, 12);
+		struct tally_stats_group *g = k < 8 ? f->others[k]
+						    : f->chain[k - 8];
+		unsigned int s = 1 + (unsigned int)rng_below(&r, NS - 1);
+
+		mod(&f->tr, g, &r, s, (long)rng_below(&r, 100));
+	}
+	return NULL;
+}
+
+static void *fresh_reader(void *p)
+{
+	struct fresh_arg *a = p;
+	struct fresh *f = a->f;
+	struct rng r = rng_seed(300 + (uint64_t)a->id);
+	unsigned long reads = 0, violations = 0, above = 0;
+	double max_read = 0;
+
+	while (!stopped(&f->stop)) {
+		struct tally_stats_group *g = f->chain[rng_below(&r, 4)];
+		long before = published(f), v = -1, snap[NS];
+		double t0 = harness_now(), dt;
+
+		if (f->snapshot) {
+			CHECK_EQ_LONG(tally_stats_snapshot(g, TALLY_FLUSH_FORCE,
+							   snap, NULL), 0);
+			v = snap[0];
+		} else {
+			CHECK_EQ_LONG(tally_stats_read(g, 0, TALLY_FLUSH_FORCE,
+						       &v, NULL), 0);
+		}
+		reads++;
+		__atomic_add_fetch(&f->live_reads, 1, __ATOMIC_RELAXED);
+		dt = harness_now() - t0;
+		if (dt > max_read)
+			max_read = dt;
+		if (v < before) {
+			if (violations++ < 3)
+				harness_log("stale forced read: %ld < %ld "
+					    "completed before it",
+					    v, before);
+		}
+		/* Nor more than what was done (each writer may be one
+		 * update ahead of what it published). */
+		if (v > published(f) + NR_FRESH_WRITERS)
+			above++;
+	}
+	__atomic_add_fetch(&f->reads, reads, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&f->violations, violations, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&f->above, above, __ATOMIC_RELAXED);
+	pthread_mutex_lock(&f->lock);
+	if (max_read > f->max_read)
+		f->max_read = max_read;
+	pthread_mutex_unlock(&f->lock);
+	return NULL;
+}
+
+static void run_fresh(enum tally_stats_design design, unsigned int nr_cpus,
+		      bool snapshot, double secs)
+{
+	struct fresh_arg wa[NR_FRESH_WRITERS], oa[NR_FRESH_OTHERS],
+		ra[NR_FRESH_READERS];
+	pthread_t oth[NR_FRESH_OTHERS], rth[NR_FRESH_READERS];
+	struct fresh *f = calloc(1, sizeof(*f));
+	struct watchdog wd;
+	long total;
+
+	if (!CHECK(f))
+		return;
+	f->snapshot = snapshot;
+	pthread_mutex_init(&f->lock, NULL);
+	if (!tree_init(&f->tr, design, nr_cpus, 0, 1000000)) {
+		free(f);
+		return;
+	}
+	f->chain[0] = f->tr.root;
+	for (int i = 1; i < 4; i++)
+		CHECK_EQ_LONG(tally_stats_group_create(f->chain[i - 1],
+						       i == 3 ? "g" : "x",
+						       &f->chain[i]), 0);
+	for (int i = 0; i < 8; i++) {
+		char name[16];
+
+		snprintf(name, sizeof(name), "o%d", i);
+		CHECK_EQ_LONG(tally_stats_group_create(f->chain[i % 3], name,
+						       &f->others[i]), 0);
+	}
+	if (harness_test_failed())
+		goto out;
+	watchdog_start(&wd, secs, "freshness run");
+	CHECK_EQ_LONG(tally_stats_periodic_start(f->tr.t), 0);
+	for (int i = 0; i < NR_FRESH_WRITERS; i++) {
+		wa[i] = (struct fresh_arg){ f, i };
+		start(&f->w[i].th, fresh_writer, &wa[i]);
+	}
+	for (int i = 0; i < NR_FRESH_OTHERS; i++) {
+		oa[i] = (struct fresh_arg){ f, i };
+		start(&oth[i], fresh_other, &oa[i]);
+	}
+	for (int i = 0; i < NR_FRESH_READERS; i++) {
+		ra[i] = (struct fresh_arg){ f, i };
+		start(&rth[i], fresh_reader, &ra[i]);
+	}
+	run_for(secs, &f->live_reads, 50, NULL, 0);
+	__atomic_store_n(&f->stop, 1, __ATOMIC_RELAXED);
+	for (int i = 0; i < NR_FRESH_WRITERS; i++)
+		pthread_join(f->w[i].th, NULL);
+	for (int i = 0; i < NR_FRESH_OTHERS; i++)
+		pthread_join(oth[i], NULL);
+	for (int i = 0; i < NR_FRESH_READERS; i++)
+		pthread_join(rth[i], NULL);
+	CHECK_EQ_LONG(tally_stats_periodic_stop(f->tr.t), 0);
+	watchdog_stop(&wd);
+
+	total = published(f);
+	CHECK_EQ_ULONG(f->violations, 0);
+	CHECK_EQ_ULONG(f->above, 0);
+	CHECK_CMP_ULONG(f->reads, >=, 50);
+	CHECK_CMP_LONG(total, >, 1000);
+	for (int i = 0; i < 4; i++) {
+		long v = -1;
+
+		CHECK_EQ_LONG(tally_stats_read(f->chain[i], 0,
+					       TALLY_FLUSH_FORCE, &v, NULL), 0);
+		CHECK_EQ_LONG(v, total);
+	}
+	if (harness_test_failed() || getenv("TALLY_TEST_VERBOSE"))
+		harness_log("%s, %s, %s: %lu forced reads (slowest %.1f ms), "
+			    "%ld updates of the group",
+			    tally_stats_design_name(design),
+			    domain_name(&f->tr),
+			    snapshot ? "snapshot" : "read", f->reads,
+			    f->max_read * 1e3, total);
+out:
+	tree_fini(&f->tr);
+	free(f);
+}
+
+static const enum tally_stats_design fresh_designs[] = {
+	TALLY_DESIGN_TALLY, TALLY_DESIGN_LINUX68,
+};
+
+TEST(forced_read_sees_every_update_completed_before_it)
+{
+	static const unsigned int cpus[] = { 0, 2, 16 };
+
+	for (size_t d = 0; d < ARRAY_SIZE(fresh_designs); d++)
+		for (size_t c = 0; c < ARRAY_SIZE(cpus); c++)
+			if (!harness_test_failed())
+				run_fresh(fresh_designs[d], cpus[c], false,
+					  seconds(0.25));
+}
+
+TEST(forced_snapshot_sees_every_update_completed_before_it)
+{
+	static const unsigned int cpus[] = { 0, 2 };
+
+	for (size_t d = 0; d < ARRAY_SIZE(fresh_designs); d++)
+		for (size_t c = 0; c < ARRAY_SIZE(cpus); c++)
+			if (!harness_test_failed())
+				run_fresh(fresh_designs[d], cpus[c], true,
+					  seconds(0.2));
+}
+
+/* ---- shared flushes ------------------------------------------------------ */
+
+#define NR_SHARE_READERS 8
+
+struct share {
+	struct tree tr;
+	struct tally_stats_group *g, *kids[4], *other;
+	int stop;
+	long reads_per_reader;
+	double deadline;		/* after 5 reads, stop at this time */
+	long reads;			/* done, atomic */
+	long totals[2][6][NS];	/* per writer: g, kids, other */
+};
+
+struct share_arg {
+	struct share *s;
+	int id;
+};
+
+static void *share_writer(void *p)
+{
+	struct share_arg *a = p;
+	struct share *s = a->s;
+	struct rng r = rng_seed(400 + (uint64_t)a->id);
+
+	while (!stopped(&s->stop)) {
+		int k = (int)rng_below(&r, 6);
+		struct tally_stats_group *g = k == 0 ? s->g
+					      : k == 5 ? s->other
+						       : s->kids[k - 1];
+		unsigned int st = (unsigned int)rng_below(&r, NS);
+		long delta = (long)rng_below(&r, 10);
+
+		if (!schema[st].kind && rng_below(&r, 2))
+			delta = -delta;
+		mod(&s->tr, g, &r, st, delta);
+		s->totals[a->id][k][st] += delta;
+	}
+	return NULL;
+}
+
+static void *share_reader(void *p)
+{
+	struct share_arg *a = p;
+	struct share *s = a->s;
+
+	long i;
+
+	for (i = 0; i < s->reads_per_reader &&
+		    (i < 5 || harness_now() < s->deadline); i++) {
+		long v;
+
+		CHECK_EQ_LONG(tally_stats_read(s->g, (unsigned int)(i % NS),
+					       TALLY_FLUSH_FORCE, &v, NULL), 0);
+	}
+	__atomic_add_fetch(&s->reads, i, __ATOMIC_RELAXED);
+	return NULL;
+}
+
+TEST(concurrent_forced_reads_share_flushes)
+{
+	struct share_arg wa[2], ra[NR_SHARE_READERS];
+	pthread_t wth[2], rth[NR_SHARE_READERS];
+	struct tally_stats_info before, after;
+	struct share *s = calloc(1, sizeof(*s));
+	long reads, want[NS] = { 0 }, hier[NS], local[NS];
+	struct watchdog wd;
+
+	REQUIRE(s);
+	if (!tree_init(&s->tr, TALLY_DESIGN_TALLY, 1024, 0, 0)) {
+		free(s);
+		return;
+	}
+	CHECK_EQ_LONG(tally_stats_group_create(s->tr.root, "g", &s->g), 0);
+	CHECK_EQ_LONG(tally_stats_group_create(s->tr.root, "other", &s->other),
+		      0);
+	for (int i = 0; i < 4; i++) {
+		char name[16];
+
+		snprintf(name, sizeof(name), "k%d", i);
+		CHECK_EQ_LONG(tally_stats_group_create(s->g, name,
+						       &s->kids[i]), 0);
+	}
+	s->reads_per_reader = harness_scale(200) < 50 ? 50
+						       : harness_scale(200);
+	s->deadline = harness_now() +
+		      (seconds(0.5) < 0.2 ? 0.2 : seconds(0.5));
+	before.flushes = 0;
+	CHECK_EQ_LONG(tally_stats_tree_info(s->tr.t, &before), 0);
+	watchdog_start(&wd, 1, "shared flushes");
+	for (int i = 0; i < 2; i++) {
+		wa[i] = (struct share_arg){ s, i };
+		start(&wth[i], share_writer, &wa[i]);
+	}
+	for (int i = 0; i < NR_SHARE_READERS; i++) {
+		ra[i] = (struct share_arg){ s, i };
+		start(&rth[i], share_reader, &ra[i]);
+	}
+	for (int i = 0; i < NR_SHARE_READERS; i++)
+		pthread_join(rth[i], NULL);
+	CHECK_EQ_LONG(tally_stats_tree_info(s->tr.t, &after), 0);
+	reads = s->reads;
+	__atomic_store_n(&s->stop, 1, __ATOMIC_RELAXED);
+	for (int i = 0; i < 2; i++)
+		pthread_join(wth[i], NULL);
+	watchdog_stop(&wd);
+
+	CHECK_CMP_ULONG(after.shared_waits - before.shared_waits, >, 0);
+	CHECK_CMP_ULONG(after.flushes - before.flushes, <,
+			(unsigned long)reads);
+	CHECK_EQ_ULONG(after.skipped, 0);
+	CHECK_EQ_ULONG(after.root_flushes, 0);
+	harness_log("%ld forced reads: %lu flushes, %lu shared waits", reads,
+		    (unsigned long)(after.flushes - before.flushes),
+		    (unsigned long)(after.shared_waits - before.shared_waits));
+
+	for (int w = 0; w < 2; w++)
+		for (int k = 0; k < 5; k++)
+			for (int st = 0; st < NS; st++)
+				want[st] += s->totals[w][k][st];
+	CHECK_EQ_LONG(tally_stats_snapshot(s->g, TALLY_FLUSH_FORCE, hier,
+					   local), 0);
+	for (int st = 0; st < NS; st++) {
+		CHECK_EQ_LONG(hier[st], want[st]);
+		CHECK_EQ_LONG(local[st], s->totals[0][0][st] +
+						 s->totals[1][0][st]);
+	}
+	CHECK_EQ_LONG(tally_stats_snapshot(s->tr.root, TALLY_FLUSH_FORCE, hier,
+					   NULL), 0);
+	for (int st = 0; st < NS; st++)
+		CHECK_EQ_LONG(hier[st], want[st] + s->totals[0][5][st] +
+						s->totals[1][5][st]);
+	tree_fini(&s->tr);
+	free(s);
+}
+
+/* ---- everything at once -------------------------------------------------- */
+
+#define NR_TOP 10
+#define NR_PER_TOP 4
+#define NG (1 + NR_TOP + NR_TOP * NR_PER_TOP)	/* 51 groups */
+#define NR_WRITERS 8
+#define NR_READERS 3
+#define NR_CHURNERS 2
+
+struct stress {
+	struct tree tr;
+	enum tally_stats_design design;
+	struct tally_stats_group *g[NG];
+	int parent[NG];
+	char path[NG][32];
+	int stop;
+	long wtot[NR_WRITERS][NG][NS];	/* each row written by its writer */
+	long ctot[NR_CHURNERS][NG][NS];	/* churned leaves, by their parent */
+	unsigned long reads, churned, decreases;
+	unsigned long live_reads, live_churned;	/* so far */
+};
+
+struct stress_arg {
+	struct stress *s;
+	int id;
+};
+
+static long random_delta(struct rng *r, unsigned int stat)
+{
+	long v = rng_below(r, 10) ? (long)rng_below(r, 20)
+				  : (long)rng_below(r, 3000);
+
+	if (!schema[stat].kind && rng_below(r, 2))
+		v = -v;
+	return v;
+}
+
+static void *stress_writer(void *p)
+{
+	struct stress_arg *a = p;
+	struct stress *s = a->s;
+	struct rng r = rng_seed(500 + (uint64_t)a->id);
+	long (*tot)[NS] = s->wtot[a->id];
+
+	while (!stopped(&s->stop)) {
+		for (int k = 0; k < 64; k++) {
+			int i = (int)rng_below(&r, NG);
+			unsigned int st = (unsigned int)rng_below(&r, NS);
+			long delta = random_delta(&r, st);
+
+			if (!CHECK_EQ_LONG(mod(&s->tr, s->g[i], &r, st, delta),
+					   0))
+				return NULL;
+			tot[i][st] += delta;
+		}
+		if (rng_below(&r, 16) == 0)
+			sched_yield();
+	}
+	return NULL;
+}
+
+static int count_child(struct tally_stats_group *g, const char *name,
+		       void *arg)
+{
+	(void)g;
+	(void)name;
+	++*(int *)arg;
+	return 0;
+}
+
+static void *stress_reader(void *p)
+{
+	struct stress_arg *a = p;
+	struct stress *s = a->s;
+	struct rng r = rng_seed(600 + (uint64_t)a->id);
+	long (*last)[NS] = calloc(NG, sizeof(*last));
+	long (*last_local)[NS] = calloc(NG, sizeof(*last_local));
+	unsigned long reads = 0, decreases = 0;
+	char buf[256];
+
+	if (!CHECK(last && last_local))
+		goto out;
+	while (!stopped(&s->stop)) {
+		int i = (int)rng_below(&r, NG);
+		enum tally_flush_mode mode =
+			(enum tally_flush_mode)rng_below(&r, 4);
+		long hier[NS], local[NS];
+		struct tally_stats_group *g = NULL;
+		int n = 0;
+
+		switch (rng_below(&r, 8)) {
+		case 0:
+			CHECK_CMP_LONG(tally_stats_render(s->g[i], mode, buf,
+							  sizeof(buf)), >, 0);
+			continue;
+		case 1:
+			CHECK_EQ_LONG(tally_stats_group_find(s->tr.t,
+							     s->path[i], &g),
+				      0);
+			CHECK(g == s->g[i]);
+			CHECK_EQ_LONG(tally_stats_group_for_each_child(
+					      s->g[i], count_child, &n), 0);
+			continue;
+		default:
+			break;
+		}
+		CHECK_EQ_LONG(tally_stats_snapshot(s->g[i], mode, hier, local),
+			      0);
+		reads++;
+		__atomic_add_fetch(&s->live_reads, 1, __ATOMIC_RELAXED);
+		/* Event stats only go up, whatever the mode and design. */
+		for (unsigned int st = 0; st < NS; st++) {
+			if (!schema[st].kind)
+				continue;
+			if (hier[st] < last[i][st] ||
+			    local[st] < last_local[i][st]) {
+				if (decreases++ < 3)
+					harness_log("group %d stat %u went "
+						    "down: %ld -> %ld (local "
+						    "%ld -> %ld)",
+						    i, st, last[i][st],
+						    hier[st],
+						    last_local[i][st],
+						    local[st]);
+			}
+			last[i][st] = hier[st];
+			last_local[i][st] = local[st];
+		}
+	}
+out:
+	free(last);
+	free(last_local);
+	__atomic_add_fetch(&s->reads, reads, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&s->decreases, decreases, __ATOMIC_RELAXED);
+	return NULL;
+}
+
+/*
+ * Create a private leaf (sometimes with a child of its own), update it,
+ * check it, destroy it: its totals belong to the parent's subtree.
+ */
+static void *stress_churner(void *p)
+{
+	struct stress_arg *a = p;
+	struct stress *s = a->s;
+	struct rng r = rng_seed(700 + (uint64_t)a->id);
+	long (*tot)[NS] = s->ctot[a->id];
+	bool fresh = s->design == TALLY_DESIGN_TALLY ||
+		     s->design == TALLY_DESIGN_LINUX68;
+	unsigned long n = 0;
+
+	while (!stopped(&s->stop)) {
+		int pi = (int)rng_below(&r, NG);
+		struct tally_stats_group *leaf = NULL, *sub = NULL;
+		long mine[NS] = { 0 }, sub_local[NS] = { 0 };
+		long hier[NS], local[NS];
+		char name[32];
+		int nr = (int)rng_below(&r, 200);
+
+		snprintf(name, sizeof(name), "churn%d.%lu", a->id, n++);
+		__atomic_add_fetch(&s->live_churned, 1, __ATOMIC_RELAXED);
+		if (!CHECK_EQ_LONG(tally_stats_group_create(s->g[pi], name,
+							    &leaf), 0))
+			break;
+		if (rng_below(&r, 3) == 0 &&
+		    !CHECK_EQ_LONG(tally_stats_group_create(leaf, "sub", &sub),
+				   0))
+			break;
+		for (int k = 0; k < nr; k++) {
+			unsigned int st = (unsigned int)rng_below(&r, NS);
+			long delta = random_delta(&r, st);
+			bool to_sub = sub && rng_below(&r, 2);
+
+			CHECK_EQ_LONG(mod(&s->tr, to_sub ? sub : leaf, &r, st,
+					  delta), 0);
+			mine[st] += delta;
+			if (to_sub)
+				sub_local[st] += delta;
+		}
+		if (fresh && rng_below(&r, 2)) {
+			/* Nobody else updates the leaf: exact. */
+			CHECK_EQ_LONG(tally_stats_snapshot(leaf,
+							   TALLY_FLUSH_FORCE,
+							   hier, local), 0);
+			for (unsigned int st = 0; st < NS; st++) {
+				CHECK_EQ_LONG(hier[st], mine[st]);
+				CHECK_EQ_LONG(local[st],
+					      mine[st] - sub_local[st]);
+			}
+		}
+		if (sub) {
+			CHECK_EQ_LONG(tally_stats_group_destroy(leaf), -EBUSY);
+			CHECK_EQ_LONG(tally_stats_group_destroy(sub), 0);
+		}
+		if (fresh && rng_below(&r, 2)) {
+			CHECK_EQ_LONG(tally_stats_snapshot(leaf,
+							   TALLY_FLUSH_FORCE,
+							   hier, NULL), 0);
+			for (unsigned int st = 0; st < NS; st++)
+				CHECK_EQ_LONG(hier[st], mine[st]);
+		}
+		CHECK_EQ_LONG(tally_stats_group_destroy(leaf), 0);
+		for (unsigned int st = 0; st < NS; st++)
+			tot[pi][st] += mine[st];
+		if (harness_test_failed())
+			break;
+	}
+	__atomic_add_fetch(&s->churned, n, __ATOMIC_RELAXED);
+	return NULL;
+}
+
+static bool below(const struct stress *s, int top, int i)
+{
+	for (; i >= 0; i = s->parent[i])
+		if (i == top)
+			return true;
+	return false;
+}
+
+static void run_stress(enum tally_stats_design design, unsigned int nr_cpus,
+		       unsigned long batch, double secs)
+{
+	struct stress_arg wa[NR_WRITERS], ra[NR_READERS], ca[NR_CHURNERS];
+	pthread_t wth[NR_WRITERS], rth[NR_READERS], cth[NR_CHURNERS];
+	struct stress *s = calloc(1, sizeof(*s));
+	struct tally_stats_info info;
+	struct watchdog wd;
+	int n = 1;
+
+	if (!CHECK(s))
+		return;
+	s->design = design;
+	if (!tree_init(&s->tr, design, nr_cpus, batch, 1000000)) {
+		free(s);
+		return;
+	}
+	s->g[0] = s->tr.root;
+	s->parent[0] = -1;
+	for (int top = 0; top < NR_TOP; top++) {
+		int ti = n++;
+
+		snprintf(s->path[ti], sizeof(s->path[ti]), "t%d", top);
+		s->parent[ti] = 0;
+		CHECK_EQ_LONG(tally_stats_group_create(s->tr.root, s->path[ti],
+						       &s->g[ti]), 0);
+		for (int k = 0; k < NR_PER_TOP; k++) {
+			int ki = n++;
+			char name[16];
+
+			snprintf(name, sizeof(name), "k%d", k);
+			snprintf(s->path[ki], sizeof(s->path[ki]), "t%d/k%d",
+				 top, k);
+			s->parent[ki] = ti;
+			CHECK_EQ_LONG(tally_stats_group_create(s->g[ti], name,
+							       &s->g[ki]), 0);
+		}
+	}
+	if (harness_test_failed())
+		goto out;
+	watchdog_start(&wd, secs, "stress run");
+	CHECK_EQ_LONG(tally_stats_periodic_start(s->tr.t), 0);
+	for (int i = 0; i < NR_WRITERS; i++) {
+		wa[i] = (struct stress_arg){ s, i };
+		start(&wth[i], stress_writer, &wa[i]);
+	}
+	for (int i = 0; i < NR_READERS; i++) {
+		ra[i] = (struct stress_arg){ s, i };
+		start(&rth[i], stress_reader, &ra[i]);
+	}
+	for (int i = 0; i < NR_CHURNERS; i++) {
+		ca[i] = (struct stress_arg){ s, i };
+		start(&cth[i], stress_churner, &ca[i]);
+	}
+	run_for(secs, &s->live_reads, 10 * NR_READERS, &s->live_churned,
+		3 * NR_CHURNERS);
+	__atomic_store_n(&s->stop, 1, __ATOMIC_RELAXED);
+	for (int i = 0; i < NR_WRITERS; i++)
+		pthread_join(wth[i], NULL);
+	for (int i = 0; i < NR_READERS; i++)
+		pthread_join(rth[i], NULL);
+	for (int i = 0; i < NR_CHURNERS; i++)
+		pthread_join(cth[i], NULL);
+	CHECK_EQ_LONG(tally_stats_periodic_stop(s->tr.t), 0);
+	watchdog_stop(&wd);
+
+	CHECK_EQ_ULONG(s->decreases, 0);
+	CHECK_CMP_ULONG(s->reads, >=, 10 * NR_READERS);
+	CHECK_CMP_ULONG(s->churned, >=, 3 * NR_CHURNERS);
+	/* Exact sums, root first (its flush covers everybody). */
+	for (int i = 0; i < NG; i++) {
+		long hier[NS], local[NS];
+
+		CHECK_EQ_LONG(tally_stats_snapshot(s->g[i], TALLY_FLUSH_FORCE,
+						   hier, local), 0);
+		for (unsigned int st = 0; st < NS; st++) {
+			long want_local = 0, want_hier = 0;
+
+			for (int j = 0; j < NG; j++) {
+				long sum = 0;
+
+				for (int w = 0; w < NR_WRITERS; w++)
+					sum += s->wtot[w][j][st];
+				if (j == i)
+					want_local = sum;
+				for (int c = 0; c < NR_CHURNERS; c++)
+					sum += s->ctot[c][j][st];
+				if (below(s, i, j))
+					want_hier += sum;
+			}
+			if (!CHECK_EQ_LONG(hier[st], want_hier) ||
+			    !CHECK_EQ_LONG(local[st], want_local)) {
+				harness_log("group %s stat %u", s->path[i], st);
+				i = NG;
+				break;
+			}
+		}
+	}
+	CHECK_EQ_LONG(tally_stats_tree_info(s->tr.t, &info), 0);
+	CHECK_EQ_ULONG(info.groups, NG);
+	if (harness_test_failed() || getenv("TALLY_TEST_VERBOSE"))
+		harness_log("%s, %s: %lu reads, %lu churned groups, %lu "
+			    "flushes (%lu root), %lu shared waits, %lu skipped",
+			    tally_stats_design_name(design),
+			    domain_name(&s->tr), s->reads, s->churned,
+			    (unsigned long)info.flushes,
+			    (unsigned long)info.root_flushes,
+			    (unsigned long)info.shared_waits,
+			    (unsigned long)info.skipped);
+out:
+	tree_fini(&s->tr);
+	free(s);
+}
+
+TEST(concurrent_stress_tally_design_is_exact_after_join)
+{
+	run_stress(TALLY_DESIGN_TALLY, 0, 0, seconds(0.4));
+	if (!harness_test_failed())
+		run_stress(TALLY_DESIGN_TALLY, 16, 4, seconds(0.4));
+}
+
+TEST(concurrent_stress_linux61_design_is_exact_after_join)
+{
+	run_stress(TALLY_DESIGN_LINUX61, 0, 0, seconds(0.3));
+	if (!harness_test_failed())
+		run_stress(TALLY_DESIGN_LINUX61, 16, 4, seconds(0.3));
+}
+
+TEST(concurrent_stress_seed001_design_is_exact_after_join)
+{
+	run_stress(TALLY_DESIGN_SEED001, 0, 0, seconds(0.3));
+	if (!harness_test_failed())
+		run_stress(TALLY_DESIGN_SEED001, 16, 4, seconds(0.3));
+}
+
+TEST(concurrent_stress_linux68_design_is_exact_after_join)
+{
+	run_stress(TALLY_DESIGN_LINUX68, 0, 0, seconds(0.4));
+	if (!harness_test_failed())
+		run_stress(TALLY_DESIGN_LINUX68, 16, 4, seconds(0.4));
+}
+
+/* ---- destroying a parent while its last child goes ----------------------- */
+
+struct pair_destroy {
+	struct tally_stats_group *parent, *leaf;
+	pthread_barrier_t go;
+	int leaf_err, parent_err;
+	int leaf_done;		/* atomic */
+	bool overlapped;	/* the parent went while the leaf was going */
+};
+
+static void *destroy_leaf_main(void *arg)
+{
+	struct pair_destroy *p = arg;
+
+	pthread_barrier_wait(&p->go);
+	p->leaf_err = tally_stats_group_destroy(p->leaf);
+	__atomic_store_n(&p->leaf_done, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+static void *destroy_parent_main(void *arg)
+{
+	struct pair_destroy *p = arg;
+	int err;
+
+	pthread_barrier_wait(&p->go);
+	while ((err = tally_stats_group_destroy(p->parent)) == -EBUSY)
+		;
+	p->overlapped = !__atomic_load_n(&p->leaf_done, __ATOMIC_ACQUIRE);
+	p->parent_err = err;
+	return NULL;
+}
+
+/*
+ * Thread A destroys a leaf while thread B retries destroying its parent
+ * until that stops failing with -EBUSY.  Whatever the interleaving, the
+ * leaf's stats must reach the root, and no freed group may be touched
+ * (ASan).
+ */
+TEST(concurrent_destroy_of_leaf_and_parent_keeps_stats)
+{
+	for (size_t d = 0; d < ARRAY_SIZE(fresh_designs); d++) {
+		struct tree tr;
+		struct rng r = rng_seed(800 + d);
+		long want = 0, got = -1, overlaps = 0;
+		long rounds = harness_scale(200);
+
+		if (!tree_init(&tr, fresh_designs[d], 64, 0, 0))
+			return;
+		for (long i = 0; i < rounds && !harness_test_failed(); i++) {
+			struct pair_destroy p = { 0 };
+			pthread_t a, b;
+
+			if (!CHECK_EQ_LONG(tally_stats_group_create(
+						   tr.root, "p", &p.parent), 0) ||
+			    !CHECK_EQ_LONG(tally_stats_group_create(
+						   p.parent, "l", &p.leaf), 0))
+				break;
+			for (unsigned int cpu = 0; cpu < 64; cpu += 3) {
+				long v = 1 + (long)rng_below(&r, 100);
+
+				tally_stats_mod_cpu(p.leaf, cpu, 0, v);
+				want += v;
+			}
+			pthread_barrier_init(&p.go, NULL, 2);
+			start(&a, destroy_leaf_main, &p);
+			start(&b, destroy_parent_main, &p);
+			pthread_join(a, NULL);
+			pthread_join(b, NULL);
+			pthread_barrier_destroy(&p.go);
+			CHECK_EQ_LONG(p.leaf_err, 0);
+			CHECK_EQ_LONG(p.parent_err, 0);
+			overlaps += p.overlapped;
+			CHECK_EQ_LONG(tally_stats_read(tr.root, 0,
+						       TALLY_FLUSH_FORCE, &got,
+						       NULL), 0);
+			if (!CHECK_EQ_LONG(got, want))
+				harness_log("%s, round %ld",
+					    tally_stats_design_name(
+						    fresh_designs[d]), i);
+		}
+		if (harness_test_failed() || getenv("TALLY_TEST_VERBOSE"))
+			harness_log("%s: %ld of %ld parents destroyed before "
+				    "their leaf's destroy returned",
+				    tally_stats_design_name(fresh_designs[d]),
+				    overlaps, rounds);
+		tree_fini(&tr);
+		if (harness_test_failed())
+			return;
+	}
+}

@@ -1,0 +1,94 @@
+#!/bin/sh
+# Run every test binary built by `make test`:
+#   build/tests/test_*        three times, once per rseq mode: glibc's
+#                             registration, the fallback (TALLY_RSEQ=off)
+#                             and tally's own (glibc.pthread.rseq=0);
+#   build/asan/tests/test_*   once (ASan + UBSan, halting on any report);
+#   build/tsan/tests/test_*   once (TSan, halting on any report).
+# Sanitizer runs get TALLY_TEST_SCALE=0.5 (fewer iterations, shorter
+# stress runs).  Each binary has TALLY_TEST_TIMEOUT seconds (600).
+#
+# Prints one line per binary (its whole output when it failed), a summary
+# per run, and last, alone, "N passed, N failed" over every run.  A binary
+# that crashes, times out or exits non-zero without a failed test counts
+# one failure more.  Exits non-zero when anything failed.
+set -u
+cd "$(dirname "$0")/.." || exit 1
+
+timeout_s=${TALLY_TEST_TIMEOUT:-600}
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+trap 'exit 130' INT TERM
+total_passed=0
+total_failed=0
+binaries=0
+
+# run_binary LABEL BINARY [VAR=VALUE...]: run with a clean rseq setting.
+run_binary() {
+	label=$1
+	bin=$2
+	shift 2
+	start=$(date +%s.%N)
+	env -u TALLY_RSEQ -u GLIBC_TUNABLES -u TALLY_TEST_SCALE "$@" \
+		timeout -k 10 "$timeout_s" "$bin" >"$log" 2>&1
+	rc=$?
+	secs=$(echo "$start $(date +%s.%N)" | awk '{ printf "%.1f", $2 - $1 }')
+	last=$(tail -n 1 "$log")
+	if echo "$last" | grep -Eq '^[0-9]+ passed, [0-9]+ failed$'; then
+		passed=${last%% passed*}
+		failed=${last#*, }
+		failed=${failed%% failed}
+	else
+		# Crashed or killed: count what it reported, plus the crash.
+		passed=$(grep -c '^PASS ' "$log")
+		failed=$(($(grep -c '^FAIL ' "$log") + 1))
+	fi
+	if [ "$rc" -ne 0 ] && [ "$failed" -eq 0 ]; then
+		failed=1
+	fi
+	status=ok
+	[ "$failed" -eq 0 ] || status=FAILED
+	[ "$rc" -eq 124 ] && status="TIMED OUT after ${timeout_s}s"
+	printf '  %-8s %-40s %4d passed, %d failed  (%ss, exit %d) %s\n' \
+		"$label" "$bin" "$passed" "$failed" "$secs" "$rc" "$status"
+	if [ "$failed" -ne 0 ]; then
+		sed 's/^/    | /' "$log"
+	fi
+	run_passed=$((run_passed + passed))
+	run_failed=$((run_failed + failed))
+	binaries=$((binaries + 1))
+}
+
+# run_set LABEL DIR [VAR=VALUE...]: every test binary of DIR.
+run_set() {
+	label=$1
+	dir=$2
+	shift 2
+	run_passed=0
+	run_failed=0
+	echo "== $label"
+	for bin in "$dir"/test_*; do
+		[ -x "$bin" ] || continue
+		run_binary "$label" "$bin" "$@"
+	done
+	echo "== $label: $run_passed passed, $run_failed failed"
+	total_passed=$((total_passed + run_passed))
+	total_failed=$((total_failed + run_failed))
+}
+
+asan="ASAN_OPTIONS=halt_on_error=1:abort_on_error=0:detect_leaks=1"
+ubsan="UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1"
+tsan="TSAN_OPTIONS=halt_on_error=1 second_deadlock_stack=1"
+
+run_set glibc build/tests
+run_set fallback build/tests TALLY_RSEQ=off
+run_set own build/tests GLIBC_TUNABLES=glibc.pthread.rseq=0
+run_set asan build/asan/tests TALLY_TEST_SCALE=0.5 "$asan" "$ubsan"
+run_set tsan build/tsan/tests TALLY_TEST_SCALE=0.5 "$tsan"
+
+if [ "$binaries" -eq 0 ]; then
+	echo "no test binary found: run make test" >&2
+	total_failed=$((total_failed + 1))
+fi
+echo "$total_passed passed, $total_failed failed"
+[ "$total_failed" -eq 0 ]

@@ -1,0 +1,174 @@
+// SPDX-License-Identifier: MIT
+/*
+ * util.c - helpers shared by the tally tests (util.h).
+ */
+#define _GNU_SOURCE
+#include <limits.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "util.h"
+
+struct tally_domain *util_domain(unsigned int nr_cpus)
+{
+	struct tally_domain *d = NULL;
+
+	if (tally_domain_create_simulated(&d, nr_cpus, TALLY_GROUP_LOW_BITS)) {
+		fprintf(stderr, "cannot create a %u-CPU domain\n", nr_cpus);
+		abort();
+	}
+	return d;
+}
+
+unsigned long util_span(const struct tally_domain *d, unsigned int level)
+{
+	unsigned int arity[TALLY_MAX_LEVELS];
+	unsigned long span = 1;
+
+	tally_domain_shape(d, arity);
+	for (unsigned int l = 0; l <= level; l++)
+		span *= arity[l];
+	return span;
+}
+
+unsigned int util_item_of(const struct tally_domain *d, unsigned int cpu,
+			  unsigned int level)
+{
+	return (unsigned int)tally_domain_cpu_position(d, cpu) /
+	       (unsigned int)util_span(d, level);
+}
+
+unsigned long util_under(const struct tally_counter *c)
+{
+	unsigned long under = 0, over = 0;
+
+	tally_counter_approximate_accuracy_range(c, &under, &over);
+	return under;
+}
+
+unsigned long util_gap(const struct tally_counter *c)
+{
+	return (unsigned long)tally_counter_precise_sum(c) -
+	       (unsigned long)tally_counter_approximate_sum(c);
+}
+
+long util_slot(const struct tally_counter *c, unsigned int cpu)
+{
+	return tally_percpu_read_cpu(c->level0, cpu);
+}
+
+unsigned long util_expected_root(const struct tally_counter *c)
+{
+	const struct tally_domain *d = c->domain;
+	unsigned int nr_cpus = tally_domain_nr_cpus(d);
+	unsigned int arity[TALLY_MAX_LEVELS];
+	unsigned int levels = tally_domain_shape(d, arity);
+	unsigned long *below, *above, step = c->batch, root;
+	unsigned long nr_below = 1;
+
+	/* Level-l items indexed by position / span(l); the leaves first. */
+	while (nr_below < nr_cpus)
+		nr_below *= 2;
+	below = calloc(nr_below, sizeof(*below));
+	for (unsigned int cpu = 0; cpu < nr_cpus; cpu++)
+		below[tally_domain_cpu_position(d, cpu)] =
+			(unsigned long)util_slot(c, cpu);
+	for (unsigned int l = 0; l < levels; l++) {
+		unsigned long nr_above = nr_below / arity[l];
+
+		above = calloc(nr_above, sizeof(*above));
+		for (unsigned long i = 0; i < nr_below; i++)
+			above[i / arity[l]] += below[i] & ~(step - 1);
+		free(below);
+		below = above;
+		nr_below = nr_above;
+		step *= arity[l];
+	}
+	root = below[0];
+	free(below);
+	return root;
+}
+
+const char *util_fixture(const char *name)
+{
+	static char path[PATH_MAX + 64];
+	char dir[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", dir, sizeof(dir) - 1);
+	struct stat st;
+
+	if (n < 0)
+		n = 0;
+	dir[n] = '\0';
+	while (n > 0) {
+		char *slash = strrchr(dir, '/');
+
+		if (!slash)
+			break;
+		*slash = '\0';
+		snprintf(path, sizeof(path), "%s/tests/fixtures/%s", dir,
+			 name);
+		if (!stat(path, &st))
+			return path;
+		n = slash - dir;
+	}
+	snprintf(path, sizeof(path), "tests/fixtures/%s", name);
+	return path;
+}
+
+static cpu_set_t allowed;
+static unsigned int nr_allowed;
+static unsigned int allowed_list[CPU_SETSIZE];
+static pthread_once_t allowed_once = PTHREAD_ONCE_INIT;
+
+static void read_allowed(void)
+{
+	if (sched_getaffinity(0, sizeof(allowed), &allowed)) {
+		CPU_ZERO(&allowed);
+		CPU_SET(0, &allowed);
+	}
+	for (unsigned int cpu = 0; cpu < CPU_SETSIZE; cpu++)
+		if (CPU_ISSET(cpu, &allowed))
+			allowed_list[nr_allowed++] = cpu;
+}
+
+static const cpu_set_t *allowed_cpus(void)
+{
+	pthread_once(&allowed_once, read_allowed);
+	return &allowed;
+}
+
+unsigned int util_nr_allowed(void)
+{
+	allowed_cpus();
+	return nr_allowed;
+}
+
+unsigned int util_allowed_cpu(unsigned int i)
+{
+	allowed_cpus();
+	return allowed_list[i % nr_allowed];
+}
+
+int util_pin(int cpu)
+{
+	cpu_set_t set;
+
+	if (cpu < 0)
+		return sched_setaffinity(0, sizeof(cpu_set_t),
+					 allowed_cpus());
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	return sched_setaffinity(0, sizeof(set), &set);
+}
+
+int util_pin_random(struct rng *r)
+{
+	if (rng_below(r, 4) == 0)
+		return util_pin(-1);
+	return util_pin((int)util_allowed_cpu((unsigned int)rng_below(r, 64)));
+}

@@ -1,0 +1,65 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef TALLY_TESTS_UTIL_H
+#define TALLY_TESTS_UTIL_H
+
+/*
+ * util.h - helpers shared by the tally tests (independent oracles of the
+ * tree layout and contents, fixtures, CPU affinity).
+ */
+
+#include <tally/counter.h>
+
+#include "harness.h"
+
+/*
+ * A simulated low-bits domain of @nr_cpus CPUs; aborts the test run on
+ * failure (every caller needs one to go on).
+ */
+struct tally_domain *util_domain(unsigned int nr_cpus);
+
+/*
+ * Number of leaf positions below one level-@level item (level 0 = leaf
+ * items): 2^(log2 arity_1 + ... + log2 arity_(level+1)).
+ */
+unsigned long util_span(const struct tally_domain *d, unsigned int level);
+
+/*
+ * Index, among its level, of the level-@level item that @cpu feeds, from
+ * the public position and shape of @d only.
+ */
+unsigned int util_item_of(const struct tally_domain *d, unsigned int cpu,
+			  unsigned int level);
+
+/* The under bound of @c, from tally_counter_approximate_accuracy_range(). */
+unsigned long util_under(const struct tally_counter *c);
+
+/* precise - approximate (modulo 2^64) of a quiet counter. */
+unsigned long util_gap(const struct tally_counter *c);
+
+/*
+ * The root a quiet counter must hold, recomputed from its per-CPU slot
+ * values alone: each slot carried the multiples of the batch its value
+ * crossed since 0, each item the multiples of its own step.  The result
+ * does not depend on the order of the adds, so it also checks counters
+ * updated concurrently.
+ */
+unsigned long util_expected_root(const struct tally_counter *c);
+
+/* Slot of @cpu of @c (white-box: reads the level-0 per-CPU long). */
+long util_slot(const struct tally_counter *c, unsigned int cpu);
+
+/*
+ * Absolute path of tests/fixtures/@name (searched upward from the test
+ * binary, so that every build directory finds it).
+ */
+const char *util_fixture(const char *name);
+
+/* Number of CPUs this process may run on (at the first call), the @i-th. */
+unsigned int util_nr_allowed(void);
+unsigned int util_allowed_cpu(unsigned int i);
+/* Pin the calling thread to @cpu, or to every allowed CPU if @cpu < 0. */
+int util_pin(int cpu);
+/* Pin the calling thread to a random allowed CPU, or 1 time in 4 to all. */
+int util_pin_random(struct rng *r);
+
+#endif /* TALLY_TESTS_UTIL_H */

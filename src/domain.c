@@ -409,25 +409,43 @@ static struct tally_domain *system_domain;
 static int system_domain_err;
 static pthread_once_t system_once = PTHREAD_ONCE_INIT;
 
-static void build_system_domain(void)
+/* Number of possible CPUs under @root (highest id + 1), or -errno. */
+static long possible_cpus(const char *root)
 {
-	const char *root = getenv("TALLY_SYSFS_ROOT");
-	struct tally_domain *d;
 	char buf[4096];
 	long nr;
-	int err;
+	int err = read_text(root, "cpu/possible", buf, sizeof(buf));
+
+	if (err)
+		return err;
+	nr = parse_cpu_list(buf, 1u << MAX_ORDER, NULL, NULL);
+	return nr < 0 ? -EINVAL : nr;
+}
+
+static void build_system_domain(void)
+{
+	static const char sysfs[] = "/sys/devices/system";
+	const char *root = getenv("TALLY_SYSFS_ROOT");
+	struct tally_domain *d;
+	long nr;
 
 	if (!root || !*root)
-		root = "/sys/devices/system";
-	err = read_text(root, "cpu/possible", buf, sizeof(buf));
-	if (err) {
-		system_domain_err = -err;
+		root = sysfs;
+	nr = possible_cpus(root);
+	if (nr < 0) {
+		system_domain_err = (int)-nr;
 		return;
 	}
-	nr = parse_cpu_list(buf, 1u << MAX_ORDER, NULL, NULL);
-	if (nr < 0) {
-		system_domain_err = EINVAL;
-		return;
+	/*
+	 * A sysfs root of another machine (tests) shapes the tree, but rseq
+	 * updates still land on this machine's CPU numbers: keep a slot for
+	 * each of them.
+	 */
+	if (root != sysfs) {
+		long here = possible_cpus(sysfs);
+
+		if (here > nr)
+			nr = here;
 	}
 	d = domain_alloc((unsigned int)nr, false);
 	if (!d) {

@@ -87,6 +87,7 @@ test: deps
 
 demo: all
 	$(BUILD)/tally bench counter
+	$(BUILD)/tally bench stats
 
 install: lib
 	install -d $(DESTDIR)$(PREFIX)/include/tally $(DESTDIR)$(PREFIX)/lib/pkgconfig

@@ -22,4 +22,16 @@
  */
 int tally_bench_counter(int argc, char **argv);
 
+/**
+ * tally_bench_stats() - `tally bench stats`: the statistics tree's flushing
+ *	designs (tally, linux61, seed001, linux68) side by side.
+ * @argc: argument count, including argv[0].
+ * @argv: the arguments.
+ *
+ * Return: the exit status: 0 (also when a target is missed: the report
+ * says so), 1 when the benchmark failed (no memory, no threads), 2 for bad
+ * options.
+ */
+int tally_bench_stats(int argc, char **argv);
+
 #endif /* TALLY_BENCH_H */

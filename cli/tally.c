@@ -43,6 +43,8 @@ static const struct command commands[] = {
 static const struct command bench_commands[] = {
 	{ "counter", tally_bench_counter,
 	  "counter adds, reads and accuracy against the baselines" },
+	{ "stats", tally_bench_stats,
+	  "statistics tree: the four flushing designs side by side" },
 	{ NULL, NULL, NULL },
 };
 

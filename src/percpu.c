@@ -35,6 +35,7 @@ struct tally_percpu_chunk {
 	char *base;
 	size_t map_size;
 	size_t nr_free;
+	size_t no_fit;		/* a run this long failed since the last free */
 	uint64_t used[NR_GRANULES / BITS_PER_WORD];
 	uint64_t start[NR_GRANULES / BITS_PER_WORD];
 };
@@ -54,13 +55,22 @@ static void assign_bit(uint64_t *map, size_t i, bool v)
 		map[i / BITS_PER_WORD] &= ~mask;
 }
 
-/* First free run of @n granules aligned to @step granules, or -1. */
+/*
+ * First free run of @n granules aligned to @step granules, or -1.  Whole
+ * used words are skipped 64 granules at a time.
+ */
 static long find_run(const struct tally_percpu_chunk *ch, size_t n,
 		     size_t step)
 {
 	for (size_t first = 0; first + n <= NR_GRANULES; first += step) {
 		size_t i;
 
+		if (ch->used[first / BITS_PER_WORD] == ~(uint64_t)0) {
+			/* Jump to the next word, keeping the alignment. */
+			first = (first / BITS_PER_WORD + 1) * BITS_PER_WORD;
+			first = (first + step - 1) / step * step - step;
+			continue;
+		}
 		for (i = 0; i < n; i++)
 			if (test_bit(ch->used, first + i))
 				break;
@@ -87,6 +97,7 @@ static struct tally_percpu_chunk *chunk_new(struct tally_domain *d)
 	}
 	ch->map_size = size;
 	ch->nr_free = NR_GRANULES;
+	ch->no_fit = 0;
 	ch->next = d->chunks;
 	d->chunks = ch;
 	return ch;
@@ -111,11 +122,14 @@ void *tally_percpu_alloc(struct tally_domain *d, size_t size, size_t align)
 
 	pthread_mutex_lock(&d->alloc_lock);
 	for (ch = d->chunks; ch; ch = ch->next) {
-		if (ch->nr_free < n)
+		if (ch->nr_free < n || (ch->no_fit && n >= ch->no_fit))
 			continue;
 		first = find_run(ch, n, step);
 		if (first >= 0)
 			break;
+		/* Alignment aside, nothing this long fits until a free. */
+		if (step == 1)
+			ch->no_fit = n;
 	}
 	if (!ch) {
 		ch = chunk_new(d);
@@ -162,6 +176,7 @@ void tally_percpu_free(struct tally_domain *d, void *ptr)
 	for (unsigned int cpu = 0; cpu < d->nr_cpus; cpu++)
 		memset(tally_percpu_ptr(ptr, cpu), 0, n * GRANULE);
 	ch->nr_free += n;
+	ch->no_fit = 0;
 out:
 	pthread_mutex_unlock(&d->alloc_lock);
 }

@@ -707,7 +707,8 @@ static bool queue_root(struct tally_stats_tree *t, struct tally_stats_group *g)
 
 /*
  * TALLY design: return once a flush that covers @g (of @g or of an
- * ancestor) has started after this call and completed.  Requests are
+ * ancestor) has started after this call (or, when not @fresh, is running
+ * now) and completed.  Requests are
  * batched: while a batch of flushes runs, readers queue their groups (or
  * join a queued ancestor or the group itself) for the next batch, which
  * one of them leads: one pass over the CPUs and one barrier for all the
@@ -715,13 +716,14 @@ static bool queue_root(struct tally_stats_tree *t, struct tally_stats_group *g)
  * for at most the running batch and its own, and never returns stale.
  */
 static void coordinate_flush(struct tally_stats_tree *t,
-			     struct tally_stats_group *g)
+			     struct tally_stats_group *g, bool fresh)
 {
 	uint64_t arrival;
 	bool waited = false;
 
 	pthread_mutex_lock(&t->coord_lock);
-	arrival = t->flush_clock;
+	/* The running batch has stamp flush_clock: accept it if not fresh. */
+	arrival = t->flush_clock - (!fresh && t->batch_running);
 	for (;;) {
 		struct tally_stats_group *a, *join = NULL;
 
@@ -819,7 +821,13 @@ static void linux68_flush(struct tally_stats_tree *t,
 	pthread_mutex_unlock(&t->subtree_mutex);
 }
 
-static void design_flush(struct tally_stats_group *g)
+/*
+ * Flush for @g as the tree's design does.  @fresh: the flush must start
+ * after this call (forced reads); otherwise (if-needed reads, whose promise
+ * is the bound, not freshness) the TALLY design also takes a covering
+ * batch already running.
+ */
+static void design_flush(struct tally_stats_group *g, bool fresh)
 {
 	struct tally_stats_tree *t = g->tree;
 
@@ -834,7 +842,7 @@ static void design_flush(struct tally_stats_group *g)
 		linux68_flush(t, g);
 		break;
 	default:
-		coordinate_flush(t, g);
+		coordinate_flush(t, g, fresh);
 		break;
 	}
 }
@@ -852,14 +860,14 @@ static int flush_for_read(struct tally_stats_group *g,
 	switch (mode) {
 	case TALLY_FLUSH_IF_NEEDED:
 		if (over_threshold(g))
-			design_flush(g);
+			design_flush(g, false);
 		return 0;
 	case TALLY_FLUSH_FORCE:
-		design_flush(g);
+		design_flush(g, true);
 		return 0;
 	case TALLY_FLUSH_RATELIMITED:
 		if (ratelimit_late(g->tree))
-			design_flush(g);
+			design_flush(g, true);
 		return 0;
 	case TALLY_FLUSH_NONE:
 		return 0;
@@ -871,7 +879,7 @@ int tally_stats_flush(struct tally_stats_group *g)
 {
 	if (!g)
 		return -EINVAL;
-	design_flush(g);
+	design_flush(g, true);
 	return 0;
 }
 
@@ -1237,7 +1245,7 @@ int tally_stats_periodic_tick(struct tally_stats_tree *t)
 	if (now_ns(t) - last < t->period_ns)
 		return 0;
 	/* Thresholds are ignored: the periodic flush bounds staleness. */
-	design_flush(t->root);
+	design_flush(t->root, true);
 	return 1;
 }
 

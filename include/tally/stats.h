@@ -84,8 +84,10 @@ enum tally_stats_design {
 
 /**
  * enum tally_flush_mode - what a read does before reading.
- * @TALLY_FLUSH_IF_NEEDED: flush when the group is over its threshold;
- *	the value is then within tally_stats_read_bound() of the truth.
+ * @TALLY_FLUSH_IF_NEEDED: flush when the group is over its threshold
+ *	(TALLY design: a covering flush already running counts); the value
+ *	is then within tally_stats_read_bound() of the truth, up to the
+ *	updates made during that flush.
  * @TALLY_FLUSH_FORCE: flush: the value reflects every update that
  *	completed before the read began (TALLY design and LINUX68; the
  *	baselines LINUX61 and SEED001 may skip and return stale values).

@@ -47,10 +47,9 @@
  * pops plus O(updated groups x nr_stats); of an update, O(depth) plain
  * adds in one sequence, plus one atomic per batch.
  *
- * Flush decisions (design option): TALLY batches the readers' flushes
- * (coordinate_flush()): one pass and one barrier for every subtree asked
- * for while the previous batch ran; the baselines follow Linux 6.1, the
- * seed-001 patch and Linux 6.8.
+ * Flush decisions (design option): TALLY shares flushes between readers of
+ * a group and its ancestors (coordinate_flush()); the baselines follow
+ * Linux 6.1, the seed-001 patch and Linux 6.8.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -113,12 +112,10 @@ struct tally_stats_group {
 	struct tally_stats_group *parent, *first_child, *next_sibling;
 	bool dying;
 
-	/*
-	 * Flush sharing (TALLY design), under coord_lock: queued for the next
-	 * batch, root in the running batch, stamp of its last batch.
-	 */
-	bool fl_pending, fl_active;
-	uint64_t fl_done_stamp;
+	/* Flush sharing (TALLY design), under coord_lock. */
+	bool fl_active, fl_pending;
+	uint64_t fl_active_stamp, fl_done_stamp;
+	pthread_cond_t fl_cond;
 
 	/*
 	 * Threshold chain, self first, then each ancestor: the per-CPU counts
@@ -149,11 +146,7 @@ struct tally_stats_tree {
 	pthread_rwlock_t topo_lock;
 	pthread_mutex_t flush_lock;		/* one CPU's work at a time */
 	pthread_mutex_t coord_lock;		/* flush sharing */
-	uint64_t flush_clock;			/* stamp of the last batch */
-	bool batch_running;
-	pthread_cond_t batch_cond;		/* a batch ended */
-	struct tally_stats_group **pend;	/* roots of the next batch */
-	size_t pend_len, pend_cap;
+	uint64_t flush_clock;
 
 	/* Baselines. */
 	pthread_mutex_t subtree_mutex;
@@ -437,12 +430,20 @@ static bool collect_subtree(struct tally_stats_group *g, unsigned int cpu,
 	return true;
 }
 
-/* Pass 1 for root @g on one CPU (flush_lock held): make it idle. */
-static bool mark_root(struct tally_stats_group *g, unsigned int cpu,
-		      struct flush_work *w)
+/* Pass 1 on one CPU: G's updated subtree made idle, thresholds cleared. */
+static bool flush_mark_cpu(struct tally_stats_tree *t,
+			   struct tally_stats_group *g, unsigned int cpu,
+			   struct flush_work *w)
 {
-	bool ok = collect_subtree(g, cpu, w);
+	long *pushing = tally_percpu_ptr(t->pushing, cpu);
+	bool ok;
 
+	/* Claims seen by updates that completed before us are pushed. */
+	while (__atomic_load_n(pushing, __ATOMIC_ACQUIRE))
+		sched_yield();
+	pthread_mutex_lock(&t->flush_lock);
+	pop_updates(t, cpu);
+	ok = collect_subtree(g, cpu, w);
 	for (size_t i = 0; i < w->len; i++) {
 		int linked = QUEUE_LINKED;
 
@@ -452,24 +453,6 @@ static bool mark_root(struct tally_stats_group *g, unsigned int cpu,
 					    __ATOMIC_SEQ_CST, __ATOMIC_RELAXED);
 		__atomic_store_n(&w->v[i]->over, 0, __ATOMIC_RELAXED);
 	}
-	return ok;
-}
-
-/* Pass 1 on one CPU for every root: subtrees made idle, thresholds zero. */
-static bool flush_mark_cpu(struct tally_stats_tree *t,
-			   struct tally_stats_group *const *roots, size_t nr,
-			   unsigned int cpu, struct flush_work *w)
-{
-	long *pushing = tally_percpu_ptr(t->pushing, cpu);
-	bool ok = true;
-
-	/* Claims seen by updates that completed before us are pushed. */
-	while (__atomic_load_n(pushing, __ATOMIC_ACQUIRE))
-		sched_yield();
-	pthread_mutex_lock(&t->flush_lock);
-	pop_updates(t, cpu);
-	for (size_t r = 0; r < nr; r++)
-		ok &= mark_root(roots[r], cpu, w);
 	pthread_mutex_unlock(&t->flush_lock);
 	return ok;
 }
@@ -506,17 +489,20 @@ static bool fold_group(struct tally_stats_group *g, unsigned int cpu)
 }
 
 /*
- * Pass 2 for root @g on one CPU (flush_lock held): fold G's updated
- * subtree children first, then unlink every group that nobody re-queued
- * since pass 1 and that keeps no linked child.  A re-queued group stays
- * linked: its new update may not be visible yet, so the next flush reads
- * it again.
+ * Pass 2 on one CPU: fold G's updated subtree children first, then unlink
+ * every group that nobody re-queued since pass 1 and that keeps no linked
+ * child.  A re-queued group stays linked: its new update may not be
+ * visible yet, so the next flush reads it again.
  */
-static bool fold_root(struct tally_stats_tree *t, struct tally_stats_group *g,
-		      unsigned int cpu, struct flush_work *w)
+static bool flush_fold_cpu(struct tally_stats_tree *t,
+			   struct tally_stats_group *g, unsigned int cpu,
+			   struct flush_work *w)
 {
-	bool ok = collect_subtree(g, cpu, w), moved_up = false;
+	bool ok, moved_up = false;
 
+	pthread_mutex_lock(&t->flush_lock);
+	pop_updates(t, cpu);
+	ok = collect_subtree(g, cpu, w);
 	count_info(&t->info.groups_flushed, w->len);
 	for (size_t k = w->len; k-- > 0;) {
 		struct tally_stats_group *n = w->v[k];
@@ -553,20 +539,6 @@ static bool fold_root(struct tally_stats_tree *t, struct tally_stats_group *g,
 	/* The parent's pending must be folded by a later flush: link it. */
 	if (moved_up)
 		link_updated(g->parent, cpu);
-	return ok;
-}
-
-/* Pass 2 on one CPU for every root. */
-static bool flush_fold_cpu(struct tally_stats_tree *t,
-			   struct tally_stats_group *const *roots, size_t nr,
-			   unsigned int cpu, struct flush_work *w)
-{
-	bool ok = true;
-
-	pthread_mutex_lock(&t->flush_lock);
-	pop_updates(t, cpu);
-	for (size_t r = 0; r < nr; r++)
-		ok &= fold_root(t, roots[r], cpu, w);
 	pthread_mutex_unlock(&t->flush_lock);
 	return ok;
 }
@@ -581,44 +553,33 @@ static void flush_barrier(const struct tally_stats_tree *t)
 }
 
 /*
- * Flush the subtrees of @nr roots on every CPU, with one barrier.  Memory
- * for the visit list is the only thing that can fail; a CPU that could not
- * be visited whole is retried until it is (nothing is ever dropped:
- * unvisited groups stay linked, and both passes are idempotent).
+ * Flush @g's subtree on every CPU.  Memory for the visit list is the only
+ * thing that can fail; a CPU that could not be visited whole is retried
+ * until it is (nothing is ever dropped: unvisited groups stay linked).
  */
-static void flush_roots(struct tally_stats_tree *t,
-			struct tally_stats_group *const *roots, size_t nr)
-{
-	unsigned int nr_cpus = t->domain->nr_cpus;
-	struct flush_work w = { 0 };
-	uint64_t start = now_ns(t);
-	bool root = false;
-
-	for (size_t r = 0; r < nr; r++) {
-		__atomic_store_n(&roots[r]->over, 0, __ATOMIC_RELAXED);
-		root |= !roots[r]->parent;
-	}
-	if (root)
-		__atomic_store_n(&t->global_over, 0, __ATOMIC_RELAXED);
-	for (unsigned int cpu = 0; cpu < nr_cpus; cpu++)
-		while (!flush_mark_cpu(t, roots, nr, cpu, &w))
-			sched_yield();
-	flush_barrier(t);
-	for (unsigned int cpu = 0; cpu < nr_cpus; cpu++)
-		while (!flush_fold_cpu(t, roots, nr, cpu, &w))
-			sched_yield();
-	free(w.v);
-	count_info(&t->info.flushes, nr);
-	if (root) {
-		count_info(&t->info.root_flushes, 1);
-		__atomic_store_n(&t->last_root_flush, start, __ATOMIC_RELAXED);
-	}
-}
-
 static void flush_subtree(struct tally_stats_tree *t,
 			  struct tally_stats_group *g)
 {
-	flush_roots(t, &g, 1);
+	unsigned int nr = t->domain->nr_cpus;
+	struct flush_work w = { 0 };
+	uint64_t start = now_ns(t);
+
+	__atomic_store_n(&g->over, 0, __ATOMIC_RELAXED);
+	if (!g->parent)
+		__atomic_store_n(&t->global_over, 0, __ATOMIC_RELAXED);
+	for (unsigned int cpu = 0; cpu < nr; cpu++)
+		while (!flush_mark_cpu(t, g, cpu, &w))
+			sched_yield();
+	flush_barrier(t);
+	for (unsigned int cpu = 0; cpu < nr; cpu++)
+		while (!flush_fold_cpu(t, g, cpu, &w))
+			sched_yield();
+	free(w.v);
+	count_info(&t->info.flushes, 1);
+	if (!g->parent) {
+		count_info(&t->info.root_flushes, 1);
+		__atomic_store_n(&t->last_root_flush, start, __ATOMIC_RELAXED);
+	}
 }
 
 /* --- flush decisions ----------------------------------------------------- */
@@ -631,89 +592,32 @@ static bool over_threshold(const struct tally_stats_group *g)
 	return __atomic_load_n(over, __ATOMIC_RELAXED) > (long)t->threshold;
 }
 
-/*
- * Copy to @kept the roots that do not lie under another root of the batch
- * (the flush of that one covers them); returns how many.
- */
-static size_t drop_nested(struct tally_stats_group *const *roots, size_t nr,
-			  struct tally_stats_group **kept)
+/* Run a flush of @a for the sharing protocol; coord_lock held. */
+static void run_shared_flush(struct tally_stats_tree *t,
+			     struct tally_stats_group *a)
 {
-	size_t nr_kept = 0;
-
-	for (size_t r = 0; r < nr; r++)
-		roots[r]->fl_active = true;
-	for (size_t r = 0; r < nr; r++) {
-		struct tally_stats_group *a = roots[r]->parent;
-
-		while (a && !a->fl_active)
-			a = a->parent;
-		if (!a)
-			kept[nr_kept++] = roots[r];
-	}
-	return nr_kept;
-}
-
-/*
- * Run the queued batch as its leader; coord_lock held, dropped meanwhile.
- * Every queued root gets the batch's stamp, which is newer than the
- * arrival of every reader waiting for it.
- */
-static void run_batch(struct tally_stats_tree *t)
-{
-	struct tally_stats_group **roots = t->pend;
-	size_t nr = t->pend_len, nr_kept;
 	uint64_t stamp = ++t->flush_clock;
 
-	t->pend = NULL;
-	t->pend_len = t->pend_cap = 0;
-	t->batch_running = true;
-	for (size_t r = 0; r < nr; r++)
-		roots[r]->fl_pending = false;
-	/* queue_root() keeps room for both lists: the kept ones go after. */
-	nr_kept = drop_nested(roots, nr, roots + nr);
+	a->fl_pending = false;
+	a->fl_active = true;
+	a->fl_active_stamp = stamp;
 	pthread_mutex_unlock(&t->coord_lock);
-	flush_roots(t, roots + nr, nr_kept);
+	flush_subtree(t, a);
 	pthread_mutex_lock(&t->coord_lock);
-	/* Nested roots were covered: mark and wake every queued one. */
-	for (size_t r = 0; r < nr; r++) {
-		struct tally_stats_group *g = roots[r];
-
-		g->fl_active = false;
-		g->fl_done_stamp = stamp;
-	}
-	t->batch_running = false;
-	/* Every waiter checks: served ones leave, one of the others leads. */
-	pthread_cond_broadcast(&t->batch_cond);
-	free(roots);
-}
-
-/* Queue @g for the next batch; false when out of memory. */
-static bool queue_root(struct tally_stats_tree *t, struct tally_stats_group *g)
-{
-	/* Twice the queue: run_batch() lists the roots it keeps after it. */
-	if (2 * (t->pend_len + 1) > t->pend_cap) {
-		size_t cap = t->pend_cap ? 2 * t->pend_cap : 16;
-		void *v = realloc(t->pend, cap * sizeof(*t->pend));
-
-		if (!v)
-			return false;
-		t->pend = v;
-		t->pend_cap = cap;
-	}
-	t->pend[t->pend_len++] = g;
-	g->fl_pending = true;
-	return true;
+	a->fl_done_stamp = stamp;
+	a->fl_active = false;
+	pthread_cond_broadcast(&a->fl_cond);
 }
 
 /*
- * TALLY design: return once a flush that covers @g (of @g or of an
- * ancestor) has started after this call (or, when not @fresh, is running
- * now) and completed.  Requests are
- * batched: while a batch of flushes runs, readers queue their groups (or
- * join a queued ancestor or the group itself) for the next batch, which
- * one of them leads: one pass over the CPUs and one barrier for all the
- * queued subtrees, and never a subtree nobody asked for.  A reader waits
- * for at most the running batch and its own, and never returns stale.
+ * TALLY design: return once a flush that covers @g (of @g or an ancestor)
+ * has started after this call (or, when not @fresh, was running at it) and
+ * completed.  Flushes carry increasing
+ * stamps; @arrival is the last stamp given before we came.  A reader joins
+ * a covering flush that started after it or is queued to start, and
+ * otherwise runs a flush of @g itself, or queues one behind the flush of
+ * @g in progress.  It never flushes more than @g's subtree, waits for at
+ * most two flushes of it, and never returns stale.
  */
 static void coordinate_flush(struct tally_stats_tree *t,
 			     struct tally_stats_group *g, bool fresh)
@@ -722,32 +626,34 @@ static void coordinate_flush(struct tally_stats_tree *t,
 	bool waited = false;
 
 	pthread_mutex_lock(&t->coord_lock);
-	/* The running batch has stamp flush_clock: accept it if not fresh. */
-	arrival = t->flush_clock - (!fresh && t->batch_running);
+	arrival = t->flush_clock;
+	/* Not fresh: a covering flush already running serves too. */
+	for (struct tally_stats_group *a = g; !fresh && a; a = a->parent)
+		if (a->fl_active && a->fl_active_stamp <= arrival)
+			arrival = a->fl_active_stamp - 1;
 	for (;;) {
 		struct tally_stats_group *a, *join = NULL;
 
 		for (a = g; a; a = a->parent) {
 			if (a->fl_done_stamp > arrival)
 				goto fresh;
-			if (!join && a->fl_pending)
+			if (!join && ((a->fl_active &&
+				       a->fl_active_stamp > arrival) ||
+				      a->fl_pending))
 				join = a;
 		}
-		if (!join) {
-			if (!queue_root(t, g)) {
-				/* No memory to share: flush alone, still fresh. */
-				pthread_mutex_unlock(&t->coord_lock);
-				flush_subtree(t, g);
-				return;
-			}
-			join = g;
+		if (join && join->fl_pending && !join->fl_active) {
+			run_shared_flush(t, join);
+		} else if (join) {
+			waited = true;
+			pthread_cond_wait(&join->fl_cond, &t->coord_lock);
+		} else if (!g->fl_active) {
+			run_shared_flush(t, g);
+		} else {
+			g->fl_pending = true;
+			waited = true;
+			pthread_cond_wait(&g->fl_cond, &t->coord_lock);
 		}
-		if (!t->batch_running) {
-			run_batch(t);
-			continue;
-		}
-		waited = true;
-		pthread_cond_wait(&t->batch_cond, &t->coord_lock);
 	}
 fresh:
 	pthread_mutex_unlock(&t->coord_lock);
@@ -825,7 +731,7 @@ static void linux68_flush(struct tally_stats_tree *t,
  * Flush for @g as the tree's design does.  @fresh: the flush must start
  * after this call (forced reads); otherwise (if-needed reads, whose promise
  * is the bound, not freshness) the TALLY design also takes a covering
- * batch already running.
+ * flush already running.
  */
 static void design_flush(struct tally_stats_group *g, bool fresh)
 {
@@ -970,6 +876,7 @@ static void group_free(struct tally_stats_group *g)
 
 	tally_percpu_free(d, g->pcpu);
 	tally_percpu_free(d, g->fpcpu);
+	pthread_cond_destroy(&g->fl_cond);
 	free(g->chain_offs);
 	free(g->local);
 	free(g->name);
@@ -1032,6 +939,7 @@ static struct tally_stats_group *group_new(struct tally_stats_tree *t,
 				      sizeof(struct stats_fpcpu) +
 					      n * sizeof(long),
 				      8);
+	pthread_cond_init(&g->fl_cond, NULL);
 	if (!g->chain_offs || !g->name || !g->local || !g->pcpu || !g->fpcpu) {
 		group_free(g);
 		return NULL;
@@ -1120,19 +1028,10 @@ int tally_stats_group_destroy(struct tally_stats_group *g)
 	flush_subtree(t, g);
 	pthread_mutex_lock(&t->flush_lock);
 	pthread_mutex_unlock(&t->flush_lock);
-	/*
-	 * Out of the batches: wait for the running one, and take g off the
-	 * queue, where a reader served by an ancestor's batch may have left it.
-	 */
+	/* Wait out readers that share a flush of g (they walk g's fl_*). */
 	pthread_mutex_lock(&t->coord_lock);
 	while (g->fl_active)
-		pthread_cond_wait(&t->batch_cond, &t->coord_lock);
-	for (size_t r = 0; g->fl_pending && r < t->pend_len; r++) {
-		if (t->pend[r] == g) {
-			t->pend[r] = t->pend[--t->pend_len];
-			g->fl_pending = false;
-		}
-	}
+		pthread_cond_wait(&g->fl_cond, &t->coord_lock);
 	pthread_mutex_unlock(&t->coord_lock);
 #ifdef TALLY_DEBUG
 	g->magic = GROUP_DEAD;
@@ -1384,11 +1283,9 @@ void tally_stats_tree_destroy(struct tally_stats_tree *t)
 		free(t->names[i]);
 	free(t->names);
 	free(t->is_event);
-	free(t->pend);
 	pthread_rwlock_destroy(&t->topo_lock);
 	pthread_mutex_destroy(&t->flush_lock);
 	pthread_mutex_destroy(&t->coord_lock);
-	pthread_cond_destroy(&t->batch_cond);
 	pthread_mutex_destroy(&t->subtree_mutex);
 	pthread_cond_destroy(&t->root_flush_cond);
 	pthread_mutex_destroy(&t->periodic_lock);
@@ -1418,7 +1315,6 @@ int tally_stats_tree_create(struct tally_stats_tree **out,
 	pthread_rwlock_init(&t->topo_lock, NULL);
 	pthread_mutex_init(&t->flush_lock, NULL);
 	pthread_mutex_init(&t->coord_lock, NULL);
-	pthread_cond_init(&t->batch_cond, NULL);
 	pthread_mutex_init(&t->subtree_mutex, NULL);
 	pthread_cond_init(&t->root_flush_cond, NULL);
 	pthread_mutex_init(&t->periodic_lock, NULL);

@@ -44,7 +44,7 @@ all: deps lib $(BUILD)/tally tests
 deps:
 	@sh scripts/ensure-deps.sh build
 
-lib: $(BUILD)/libtally.a $(BUILD)/libtally.so $(BUILD)/tally.pc
+lib: $(BUILD)/libtally.a $(BUILD)/libtally.so
 
 tests: $(TEST_BIN)
 
@@ -58,10 +58,6 @@ $(BUILD)/libtally.a: $(LIB_OBJ)
 
 $(BUILD)/libtally.so: $(LIB_OBJ)
 	$(CC) -shared -Wl,-soname,libtally.so.0 -o $@ $^ $(LDFLAGS_ALL) $(LIBS)
-
-$(BUILD)/tally.pc: tally.pc.in Makefile
-	@mkdir -p $(BUILD)
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' $< > $@
 
 $(BUILD)/tally: $(CLI_OBJ) $(BENCH_OBJ) $(BUILD)/libtally.a
 	$(CC) -o $@ $(CLI_OBJ) $(BENCH_OBJ) $(BUILD)/libtally.a $(LDFLAGS_ALL) $(LIBS)
@@ -95,7 +91,8 @@ install: lib
 	install -m 644 $(BUILD)/libtally.a $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 $(BUILD)/libtally.so $(DESTDIR)$(PREFIX)/lib/libtally.so.0
 	ln -sf libtally.so.0 $(DESTDIR)$(PREFIX)/lib/libtally.so
-	install -m 644 $(BUILD)/tally.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' tally.pc.in \
+		> $(DESTDIR)$(PREFIX)/lib/pkgconfig/tally.pc
 
 clean:
 	rm -rf build

@@ -36,7 +36,9 @@ CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 SUPPORT_OBJ := $(TEST_SUPPORT:%.c=$(BUILD)/obj/%.o)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 
-.PHONY: all lib tests test demo install clean deps check-sanitizers
+.PHONY: all lib tests test demo install clean deps
+# Keep the test objects make sees as intermediate: no relink every run.
+.SECONDARY:
 .DEFAULT_GOAL := all
 
 all: deps lib $(BUILD)/tally tests

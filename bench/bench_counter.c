@@ -188,19 +188,14 @@ static int parse_options(struct run *r, int argc, char **argv)
 			usage(stdout);
 			return 1;
 		default:
-			fprintf(stderr,
-				"tally bench counter: bad option or missing value: '%s'\n",
-				argv[optind - 1]);
-			usage(stderr);
-			return -1;
+			return bench_bad_usage("tally bench counter",
+					       "bad option or missing value",
+					       argv[optind - 1], usage);
 		}
 	}
-	if (optind < argc) {
-		fprintf(stderr, "tally: unexpected argument '%s'\n",
-			argv[optind]);
-		usage(stderr);
-		return -1;
-	}
+	if (optind < argc)
+		return bench_bad_usage("tally bench counter", "unexpected argument",
+				       argv[optind], usage);
 	return 0;
 }
 

@@ -234,19 +234,14 @@ static int parse_options(struct run *r, int argc, char **argv)
 			usage(stdout);
 			return 1;
 		default:
-			fprintf(stderr,
-				"tally bench stats: bad option or missing value: '%s'\n",
-				argv[optind - 1]);
-			usage(stderr);
-			return -1;
+			return bench_bad_usage("tally bench stats",
+					       "bad option or missing value",
+					       argv[optind - 1], usage);
 		}
 	}
-	if (optind < argc) {
-		fprintf(stderr, "tally bench stats: unexpected argument '%s'\n",
-			argv[optind]);
-		usage(stderr);
-		return -1;
-	}
+	if (optind < argc)
+		return bench_bad_usage("tally bench stats", "unexpected argument",
+				       argv[optind], usage);
 	if (r->quick && !scaled)
 		r->scale = 0.1;
 	return 0;

@@ -537,3 +537,11 @@ void bench_checks_json(struct bench_json *w, const struct bench_checks *c)
 	}
 	bench_json_end(w);
 }
+
+int bench_bad_usage(const char *cmd, const char *what, const char *arg,
+		    void (*usage)(FILE *f))
+{
+	fprintf(stderr, "%s: %s: '%s'\n", cmd, what, arg);
+	usage(stderr);
+	return -1;
+}

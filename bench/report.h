@@ -348,4 +348,16 @@ void bench_checks_print(FILE *f, const struct bench_checks *c);
 /** bench_checks_json() - the "targets" array of @c. */
 void bench_checks_json(struct bench_json *w, const struct bench_checks *c);
 
+/**
+ * bench_bad_usage() - report a bad command line of a benchmark.
+ * @cmd: the command ("tally bench stats").
+ * @what: what is wrong ("bad option or missing value", ...).
+ * @arg: the offending argument.
+ * @usage: prints the command's usage to a stream.
+ *
+ * Return: -1, what the option parsers return for a bad command line.
+ */
+int bench_bad_usage(const char *cmd, const char *what, const char *arg,
+		    void (*usage)(FILE *f));
+
 #endif /* TALLY_BENCH_REPORT_H */

@@ -1054,7 +1054,10 @@ int tally_stats_group_find(struct tally_stats_tree *t, const char *path,
 
 	if (!t || !path || !out)
 		return -EINVAL;
-	/* An empty component is an error even when an earlier one is missing. */
+	/*
+	 * "/a", "a/" and "a//b" have an empty component: an error even when
+	 * an earlier name is missing, so checked before the walk.
+	 */
 	if (*path && (path[0] == '/' || path[strlen(path) - 1] == '/' ||
 		      strstr(path, "//")))
 		return -EINVAL;
@@ -1064,11 +1067,6 @@ int tally_stats_group_find(struct tally_stats_tree *t, const char *path,
 		const char *end = strchr(path, '/');
 		size_t len = end ? (size_t)(end - path) : strlen(path);
 
-		/* "a//b", "/a" and "a/" have an empty component. */
-		if (!len || (end && !end[1])) {
-			err = -EINVAL;
-			break;
-		}
 		g = find_child(g, path, len);
 		if (!g)
 			err = -ENOENT;

@@ -164,6 +164,7 @@ struct tally_stats_tree {
 	bool periodic_running, periodic_stop;
 
 	struct tally_stats_info info;		/* atomics */
+	struct tally_stats_tree *next_tree;	/* registry, for fork */
 #ifdef TALLY_DEBUG
 	struct tally_stats_group *graveyard;
 #endif
@@ -1208,6 +1209,139 @@ int tally_stats_periodic_stop(struct tally_stats_tree *t)
 	return 0;
 }
 
+/* periodic_main() waits until a CLOCK_MONOTONIC time. */
+static void init_monotonic_cond(pthread_cond_t *cond)
+{
+	pthread_condattr_t attr;
+
+	pthread_condattr_init(&attr);
+	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+	pthread_cond_init(cond, &attr);
+	pthread_condattr_destroy(&attr);
+}
+
+/* --- fork --------------------------------------------------------------- */
+
+/*
+ * fork() copies one thread.  Around it, every tree's locks are taken so
+ * that the child gets them free and its structures consistent.  One state
+ * needs repair: a thread caught between claiming a group (listed) and
+ * pushing it never pushes it in the child, where the CPU's pushing count
+ * would then never drop and flushes would wait for ever.  The child
+ * rebuilds such a CPU's list from the groups marked listed.  Flushes that
+ * other threads were running, and the periodic thread, do not exist in the
+ * child either: their marks are cleared (a half-done flush leaves groups
+ * linked, which the next flush visits).
+ */
+static pthread_mutex_t trees_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct tally_stats_tree *trees;
+
+static void relist(struct stats_pcpu **head, struct tally_stats_group *g,
+		   unsigned int cpu)
+{
+	for (; g; g = g->next_sibling) {
+		struct stats_pcpu *pc = pcpu_of(g, cpu);
+
+		if (pc->queued == QUEUE_LISTED) {
+			pc->next = *head;
+			*head = pc;
+		}
+		relist(head, g->first_child, cpu);
+	}
+}
+
+/* Forget the flushes that were running in threads the child lacks. */
+static void forget_flushes(struct tally_stats_group *g)
+{
+	for (; g; g = g->next_sibling) {
+		g->fl_active = false;
+		g->fl_pending = false;
+		/* Its waiters were threads of the parent: start it afresh. */
+		pthread_cond_init(&g->fl_cond, NULL);
+		forget_flushes(g->first_child);
+	}
+}
+
+static void fork_prepare(void)
+{
+	pthread_mutex_lock(&trees_lock);
+	for (struct tally_stats_tree *t = trees; t; t = t->next_tree) {
+		/* Read-locked: excludes changes, and unlocks in the child. */
+		pthread_rwlock_rdlock(&t->topo_lock);
+		pthread_mutex_lock(&t->coord_lock);
+		pthread_mutex_lock(&t->subtree_mutex);
+		pthread_mutex_lock(&t->flush_lock);
+		pthread_mutex_lock(&t->periodic_lock);
+	}
+}
+
+static void fork_unlock(void)
+{
+	for (struct tally_stats_tree *t = trees; t; t = t->next_tree) {
+		pthread_mutex_unlock(&t->periodic_lock);
+		pthread_mutex_unlock(&t->flush_lock);
+		pthread_mutex_unlock(&t->subtree_mutex);
+		pthread_mutex_unlock(&t->coord_lock);
+		pthread_rwlock_unlock(&t->topo_lock);
+	}
+	pthread_mutex_unlock(&trees_lock);
+}
+
+static void fork_child(void)
+{
+	for (struct tally_stats_tree *t = trees; t; t = t->next_tree) {
+		for (unsigned int cpu = 0; cpu < t->domain->nr_cpus; cpu++) {
+			long *pushing = tally_percpu_ptr(t->pushing, cpu);
+			struct stats_pcpu **head =
+				tally_percpu_ptr(t->lists, cpu);
+
+			if (!*pushing)
+				continue;
+			*pushing = 0;
+			*head = NULL;
+			relist(head, t->root, cpu);
+		}
+		t->periodic_running = false;
+		forget_flushes(t->root);
+		t->flush_ongoing = 0;
+		t->root_flush_ongoing = false;
+		t->root_waiters = 0;
+		t->root_flush_done = t->root_flush_gen;
+		pthread_cond_init(&t->root_flush_cond, NULL);
+		init_monotonic_cond(&t->periodic_cond);
+	}
+	fork_unlock();
+}
+
+static void install_fork_handlers(void)
+{
+	pthread_atfork(fork_prepare, fork_unlock, fork_child);
+}
+
+static void register_tree(struct tally_stats_tree *t)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+	pthread_once(&once, install_fork_handlers);
+	pthread_mutex_lock(&trees_lock);
+	t->next_tree = trees;
+	trees = t;
+	pthread_mutex_unlock(&trees_lock);
+}
+
+static void unregister_tree(struct tally_stats_tree *t)
+{
+	pthread_mutex_lock(&trees_lock);
+	for (struct tally_stats_tree **link = &trees; *link;
+	     link = &(*link)->next_tree) {
+		if (*link == t) {
+			*link = t->next_tree;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&trees_lock);
+}
+
 /* --- trees --------------------------------------------------------------- */
 
 static bool membarrier_ready(void)
@@ -1264,6 +1398,7 @@ void tally_stats_tree_destroy(struct tally_stats_tree *t)
 {
 	if (!t)
 		return;
+	unregister_tree(t);
 	tally_stats_periodic_stop(t);
 	free_groups(t->root);
 #ifdef TALLY_DEBUG
@@ -1298,7 +1433,6 @@ int tally_stats_tree_create(struct tally_stats_tree **out,
 {
 	struct tally_stats_options o = { 0 };
 	struct tally_stats_tree *t;
-	pthread_condattr_t cattr;
 	int err;
 
 	if (opts)
@@ -1316,11 +1450,7 @@ int tally_stats_tree_create(struct tally_stats_tree **out,
 	pthread_mutex_init(&t->subtree_mutex, NULL);
 	pthread_cond_init(&t->root_flush_cond, NULL);
 	pthread_mutex_init(&t->periodic_lock, NULL);
-	/* periodic_main() waits until a CLOCK_MONOTONIC time. */
-	pthread_condattr_init(&cattr);
-	pthread_condattr_setclock(&cattr, CLOCK_MONOTONIC);
-	pthread_cond_init(&t->periodic_cond, &cattr);
-	pthread_condattr_destroy(&cattr);
+	init_monotonic_cond(&t->periodic_cond);
 	t->nr_stats = nr_stats;
 	err = copy_schema(t, schema, nr_stats);
 	if (err)
@@ -1352,6 +1482,7 @@ int tally_stats_tree_create(struct tally_stats_tree **out,
 	}
 	t->info.groups = 1;
 	t->last_root_flush = now_ns(t);
+	register_tree(t);
 	*out = t;
 	return 0;
 fail:

@@ -1007,3 +1007,83 @@ TEST(concurrent_destroy_of_leaf_and_parent_keeps_stats)
 			return;
 	}
 }
+
+/*
+ * fork() while other threads update: one of them may be caught between
+ * claiming a group and pushing it, and the periodic flusher exists only in
+ * the parent.  The child must still flush (no wait for a push that never
+ * comes), stop the periodic flusher, and count exactly what it adds.
+ */
+struct fork_writer {
+	struct tally_stats_group **leaves;
+	size_t nr;
+	int stop;
+};
+
+static void *fork_writer_main(void *arg)
+{
+	struct fork_writer *fw = arg;
+	unsigned long i = 0;
+
+	while (!__atomic_load_n(&fw->stop, __ATOMIC_RELAXED)) {
+		tally_stats_mod(fw->leaves[i % fw->nr], 0, 1);
+		/* Forced reads make groups idle, so updates push often. */
+		if (!(++i % 64))
+			tally_stats_flush(fw->leaves[i % fw->nr]);
+	}
+	return NULL;
+}
+
+TEST(fork_during_updates_leaves_child_flushes_working)
+{
+	enum { FORK_LEAVES = 16, FORK_WRITERS = 4 };
+	struct tally_stats_group *leaves[FORK_LEAVES];
+	struct fork_writer fw = { leaves, FORK_LEAVES, 0 };
+	struct tally_stats_options opts = { .period_ns = 1000000 };
+	pthread_t th[FORK_WRITERS];
+	struct tally_stats_tree *t;
+	long forks = harness_scale(40);
+
+	REQUIRE(tally_stats_tree_create(&t, schema, NS, &opts) == 0);
+	for (int i = 0; i < FORK_LEAVES; i++) {
+		char name[16];
+
+		snprintf(name, sizeof(name), "l%d", i);
+		REQUIRE(tally_stats_group_create(tally_stats_root(t), name,
+						 &leaves[i]) == 0);
+	}
+	REQUIRE(tally_stats_periodic_start(t) == 0);
+	for (int i = 0; i < FORK_WRITERS; i++)
+		REQUIRE(pthread_create(&th[i], NULL, fork_writer_main, &fw) == 0);
+	for (long k = 0; k < forks; k++) {
+		pid_t pid = fork();
+
+		if (pid == 0) {
+			struct tally_stats_group *mine;
+			long before, after;
+
+			alarm(20);	/* a hang fails the test */
+			CHECK_EQ_LONG(tally_stats_read(tally_stats_root(t), 0,
+						       TALLY_FLUSH_FORCE,
+						       &before, NULL), 0);
+			CHECK_EQ_LONG(tally_stats_group_create(
+					      tally_stats_root(t), "child",
+					      &mine), 0);
+			for (int i = 0; i < 1000; i++)
+				tally_stats_mod(mine, 0, 1);
+			tally_stats_mod(leaves[k % FORK_LEAVES], 0, 7);
+			CHECK_EQ_LONG(tally_stats_read(tally_stats_root(t), 0,
+						       TALLY_FLUSH_FORCE,
+						       &after, NULL), 0);
+			CHECK_EQ_LONG(after - before, 1007);
+			CHECK_EQ_LONG(tally_stats_periodic_stop(t), 0);
+			tally_stats_tree_destroy(t);
+			harness_child_exit();
+		}
+		CHECK_EQ_LONG(harness_wait_child(pid), 0);
+	}
+	__atomic_store_n(&fw.stop, 1, __ATOMIC_RELAXED);
+	for (int i = 0; i < FORK_WRITERS; i++)
+		pthread_join(th[i], NULL);
+	tally_stats_tree_destroy(t);
+}

@@ -147,6 +147,15 @@ static struct tally_stats_group *child(struct tally_stats_group *parent,
 	return g;
 }
 
+/* Create @parent/a and @parent/a/b; true when both exist. */
+static bool chain_ab(struct tally_stats_group *parent,
+		     struct tally_stats_group **a, struct tally_stats_group **b)
+{
+	*a = child(parent, "a");
+	*b = *a ? child(*a, "b") : NULL;
+	return *a && *b;
+}
+
 /* ---- schemas and options ------------------------------------------------ */
 
 static int create_with(const struct tally_stat_desc *s, unsigned int nr,
@@ -474,9 +483,7 @@ TEST(destroy_refuses_the_root_and_groups_with_children)
 	struct fixture f;
 
 	REQUIRE(fixture_init(&f, TALLY_DESIGN_TALLY, 2, 0, NULL, 0));
-	a = child(f.root, "a");
-	b = child(a, "b");
-	REQUIRE(a && b);
+	REQUIRE(chain_ab(f.root, &a, &b));
 	CHECK_EQ_LONG(tally_stats_group_destroy(f.root), -EINVAL);
 	CHECK_EQ_LONG(tally_stats_group_destroy(a), -EBUSY);
 	/* a is untouched by the refusal. */
@@ -581,9 +588,7 @@ TEST(render_prints_one_name_value_line_per_stat)
 	size_t n = strlen(want);
 
 	REQUIRE(fixture_init(&f, TALLY_DESIGN_TALLY, 3, 0, NULL, 0));
-	a = child(f.root, "a");
-	b = child(a, "b");
-	REQUIRE(a && b);
+	REQUIRE(chain_ab(f.root, &a, &b));
 	mod(&f, a, 0, 0, -10);
 	mod(&f, b, 2, 0, 3);
 	mod(&f, b, 1, 1, 12);
@@ -993,9 +998,7 @@ TEST(if_needed_read_misses_at_most_the_bound_then_flushes)
 		if (!fixture_init(&f, d2[d], 8, 4, NULL, 0))
 			return;
 		REQUIRE(tally_stats_read_bound(f.t) == 56);
-		a = child(f.root, "a");
-		b = child(a, "b");
-		REQUIRE(a && b);
+		REQUIRE(chain_ab(f.root, &a, &b));
 		for (unsigned int cpu = 0; cpu < 8; cpu++)
 			mod(&f, b, cpu, 1, 4);
 		for (unsigned int cpu = 0; cpu < 8; cpu++)
@@ -1153,9 +1156,7 @@ TEST(periodic_tick_flushes_the_root_once_per_period)
 
 		if (!fixture_init(&f, designs[d], 4, 0, &clk, PERIOD))
 			return;
-		a = child(f.root, "a");
-		b = child(a, "b");
-		REQUIRE(a && b);
+		REQUIRE(chain_ab(f.root, &a, &b));
 		roots = info_of(f.t).root_flushes;
 		mod(&f, b, 3, 1, 9);
 		fake_set(&clk, T0 + PERIOD - 1);
@@ -1207,9 +1208,7 @@ TEST(ratelimited_read_flushes_only_when_two_periods_late)
 
 		if (!fixture_init(&f, designs[d], 2, 0, &clk, PERIOD))
 			return;
-		a = child(f.root, "a");
-		b = child(a, "b");
-		REQUIRE(a && b);
+		REQUIRE(chain_ab(f.root, &a, &b));
 		mod(&f, b, 1, 0, -4);
 		flushes = info_of(f.t).flushes;
 		fake_set(&clk, T0 + 2 * PERIOD);
@@ -1474,9 +1473,7 @@ TEST(forked_child_updates_and_reads_exact_values)
 
 		if (!fixture_init(&f, designs[d], 0, 4, NULL, 0))
 			return;
-		a = child(f.root, "a");
-		b = child(a, "b");
-		REQUIRE(a && b);
+		REQUIRE(chain_ab(f.root, &a, &b));
 		for (int i = 0; i < 1000; i++)
 			tally_stats_mod(b, 1, 1);
 		CHECK_EQ_LONG(read_hier(a, 1, TALLY_FLUSH_FORCE), 1000);

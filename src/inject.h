@@ -1,0 +1,63 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef TALLY_INJECT_H
+#define TALLY_INJECT_H
+
+/*
+ * inject.h - fault injection for the tests, after librseq's RSEQ_INJECT.
+ *
+ * A build with -DTALLY_INJECT (the test builds `build/inject` and
+ * `build/asan`) runs a hook at the points where a preemption, a migration,
+ * a signal or a failing system call matters; other builds compile the
+ * points away.  A test sets a hook, provokes the race it wants (migrates
+ * the thread, blocks it, sends it a signal) and checks the promise still
+ * holds.  Hooks run in the thread that reaches the point, with no tally
+ * lock held unless the point says so.
+ *
+ * Hooks return 0 to let the code go on; at a point marked "fallible" a
+ * positive errno makes the guarded system call fail with that error.
+ */
+
+#include <stdbool.h>
+
+enum tally_inject_point {
+	/* tally_stats_mod(): the rseq sequence committed, nothing after. */
+	TALLY_INJECT_STATS_AFTER_COMMIT,
+	/* tally_stats_mod(): the group is claimed (listed), not yet pushed. */
+	TALLY_INJECT_STATS_IN_PUSH,
+	/* A flush between pass 1 and the barrier; no lock held. */
+	TALLY_INJECT_FLUSH_BETWEEN_PASSES,
+	/* Fallible: the flush's membarrier(PRIVATE_EXPEDITED) call. */
+	TALLY_INJECT_MEMBARRIER,
+	/* Fallible: the fallback membarrier(GLOBAL) call. */
+	TALLY_INJECT_MEMBARRIER_GLOBAL,
+	/* tally_counter_add(): level 0 updated, its carry not yet made. */
+	TALLY_INJECT_COUNTER_BEFORE_CARRY,
+	/* Fallible: tally's own rseq registration of a thread. */
+	TALLY_INJECT_RSEQ_REGISTER,
+	TALLY_INJECT_NR_POINTS
+};
+
+typedef int (*tally_inject_fn)(enum tally_inject_point point, void *arg);
+
+#ifdef TALLY_INJECT
+
+/* Set (or clear, with NULL) the hook of @point.  Not thread-safe. */
+void tally_inject_set(enum tally_inject_point point, tally_inject_fn fn,
+		      void *arg);
+
+/* Run the hook of @point if one is set; its result, or 0. */
+int tally_inject_run(enum tally_inject_point point);
+
+extern tally_inject_fn tally_inject_hooks[TALLY_INJECT_NR_POINTS];
+
+#define tally_inject(point)						\
+	(__builtin_expect(tally_inject_hooks[point] != 0, 0) ?		\
+		 tally_inject_run(point) : 0)
+
+#else
+
+#define tally_inject(point) 0
+
+#endif /* TALLY_INJECT */
+
+#endif /* TALLY_INJECT_H */

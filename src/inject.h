@@ -50,13 +50,21 @@ int tally_inject_run(enum tally_inject_point point);
 
 extern tally_inject_fn tally_inject_hooks[TALLY_INJECT_NR_POINTS];
 
-#define tally_inject(point)						\
-	(__builtin_expect(tally_inject_hooks[point] != 0, 0) ?		\
-		 tally_inject_run(point) : 0)
+/* Run the hook of @point, if any: 0, or the errno it injects. */
+static inline int tally_inject(enum tally_inject_point point)
+{
+	if (__builtin_expect(tally_inject_hooks[point] != 0, 0))
+		return tally_inject_run(point);
+	return 0;
+}
 
 #else
 
-#define tally_inject(point) 0
+static inline int tally_inject(enum tally_inject_point point)
+{
+	(void)point;
+	return 0;
+}
 
 #endif /* TALLY_INJECT */
 

@@ -12,8 +12,8 @@
  *   - Every group of a tree has the same schema: nr_stats named stats,
  *     each a state (goes up and down) or an event (only counts up).
  *   - tally_stats_mod() adds to the group's per-CPU value (rseq, no
- *     atomic, no lock) and queues the group on the CPU's lock-free list of
- *     updated groups, once until the next flush.
+ *     atomic, no lock, never waits) and queues the group on the CPU's
+ *     lock-free list of updated groups, once until the next flush.
  *   - A flush of group G moves, for every CPU, the per-CPU deltas of G's
  *     updated descendants into their local and hierarchical values,
  *     children before parents.  Its cost follows the updates, not the tree.
@@ -21,6 +21,29 @@
  *     whether an if-needed read flushes; forced reads are fresh: they
  *     reflect every update that completed before the read began.
  *     Concurrent readers share flushes instead of repeating them.
+ *   - Flushes and structure changes take locks (per tree: one for the
+ *     structure, one held per CPU by a flush, one for shared flushes).  A
+ *     flush also waits for updates caught between queueing a group and
+ *     finishing its push (a few instructions): it spins briefly, then
+ *     sleeps on a futex, so an updater that is preempted, stopped or
+ *     traced there delays flushes (forced and if-needed reads that flush,
+ *     destroy, the periodic flusher) until it runs again, without burning
+ *     a CPU.  Updates never wait for anything.
+ *
+ * Memory barriers: a flush issues one membarrier(PRIVATE_EXPEDITED) so
+ * that updates need no fence.  If membarrier() is unavailable, or the
+ * environment variable TALLY_MEMBARRIER=off is set when the first tree is
+ * created, updates issue a full fence instead (a few ns more).  If it
+ * fails later, the process switches to fences safely (a one-time
+ * membarrier(GLOBAL), or a TLB shootdown of a page it unmaps when that fails
+ * too); tally_stats_tree_info() reports the mode.
+ *
+ * fork(): every tree lock is taken around fork() and re-initialised in the
+ * child, which may use every inherited tree (groups and values as at the
+ * fork; a flush that another thread was running is redone by the next
+ * one).  The periodic flusher does not run in the child: start it again
+ * if needed.  Do not fork from a tally_stats_group_for_each_child()
+ * callback (the walk holds the structure lock that fork takes).
  *
  * Error codes: every function that can fail returns 0 or a negative errno
  * value: -EINVAL for NULL pointers, unknown stats, bad names or options;
@@ -132,7 +155,8 @@ struct tally_stats_options {
  * @opts: options, or NULL for the defaults.
  *
  * Return: 0, -EINVAL (NULL, bad schema: empty or duplicate names, unknown
- * kind; bad options), -ENOMEM, -ENODEV (no system domain).
+ * kind; bad options), -ENOMEM, -ENODEV (no system domain).  On failure
+ * *@out is left untouched and nothing needs to be destroyed.
  */
 int tally_stats_tree_create(struct tally_stats_tree **out,
 			    const struct tally_stat_desc *schema,
@@ -168,6 +192,9 @@ int tally_stats_stat_index(const struct tally_stats_tree *t, const char *name);
  * @out: where the group is stored (may be NULL).
  *
  * Safe while other threads update, read, create and destroy other groups.
+ * Creation writes no CPU's per-CPU copy: a group costs memory on a CPU
+ * only once that CPU updates it.  Finding a name among the siblings costs
+ * O(1) on average: flat trees of many groups build in linear time.
  *
  * Return: 0, -EINVAL (NULL, bad name, parent being destroyed), -EEXIST,
  * -ENOMEM.
@@ -204,7 +231,8 @@ int tally_stats_group_find(struct tally_stats_tree *t, const char *path,
  * tally_stats_group_for_each_child() - visit the children of a group.
  * @g: the group.
  * @fn: called with each child and its name; a non-zero return stops the
- *	walk and is returned.  It must not create or destroy groups.
+ *	walk and is returned.  It must not create or destroy groups, nor
+ *	fork() (the walk holds the tree's structure lock).
  * @arg: passed to @fn.
  *
  * Return: 0, @fn's non-zero value, or -EINVAL for NULL.
@@ -227,7 +255,8 @@ tally_stats_group_parent(const struct tally_stats_group *g);
  * @buf: output buffer.
  * @len: its size.
  *
- * Return: the path length, -EINVAL, or -ENOSPC when @buf is too small.
+ * Return: the path length, -EINVAL (NULL @g, or NULL @buf with a non-zero
+ * @len), or -ENOSPC when @buf is too small (always when @len is 0).
  */
 int tally_stats_group_path(const struct tally_stats_group *g, char *buf,
 			   size_t len);
@@ -238,13 +267,16 @@ int tally_stats_group_path(const struct tally_stats_group *g, char *buf,
  * @stat: the stat index.
  * @delta: the change; must be >= 0 for an event.
  *
- * No lock, no allocation, no atomic on the common path: one restartable
- * sequence adds @delta to the group's per-CPU value and |@delta| to the
- * per-CPU threshold counts of the group and of each ancestor; once per
- * batch a count moves to its group's atomic.  The first update of a group
- * on a CPU since its last flush also pushes it on that CPU's list.
+ * No lock, no allocation, no atomic on the common path, never waits: one
+ * restartable sequence adds @delta to the group's per-CPU value and
+ * min(|@delta|, threshold + 1) to the per-CPU threshold counts of the
+ * group and of each ancestor; once per batch a count moves to its group's
+ * atomic.  The first update of a group on a CPU since its last flush also
+ * pushes it on that CPU's list.  A @delta of 0 does nothing.  Values wrap
+ * modulo 2^64 (any delta, LONG_MIN included, is accepted for a state).
  *
- * Return: 0, or -EINVAL for an unknown stat or a negative event delta.
+ * Return: 0, or -EINVAL for NULL, an unknown stat, a negative event delta
+ * or a tree on a simulated domain.
  */
 int tally_stats_mod(struct tally_stats_group *g, unsigned int stat,
 		    long delta);
@@ -313,11 +345,13 @@ int tally_stats_flush(struct tally_stats_group *g);
  * @t: the tree.
  *
  * An if-needed read that does not flush misses updates of the group's
- * subtree whose |delta| add up to less than this: the group's threshold
- * (batch x nr_cpus) plus what each CPU holds back (batch - 1 each).
+ * subtree whose |delta| add up to at most this: the group's threshold
+ * (batch x nr_cpus) plus what each CPU holds back (batch - 1 each).  The
+ * value it returns is within this bound of the truth, for the sum over
+ * all stats of the subtree, whatever the deltas (huge ones included) and
+ * however threads migrate.
  *
- * Return: the bound, in units of the stats (sum over all stats of the
- * group's subtree).
+ * Return: the bound, in units of the stats; 0 for a NULL @t.
  */
 unsigned long tally_stats_read_bound(const struct tally_stats_tree *t);
 
@@ -342,7 +376,8 @@ int tally_stats_periodic_stop(struct tally_stats_tree *t);
  * The periodic thread calls it; tests that drive a fake clock call it
  * directly.
  *
- * Return: 1 when it flushed, 0 when not due, -EINVAL.
+ * Return: 1 when it flushed, 0 when not due or when the design skipped
+ * the flush (LINUX61 while another flush runs), -EINVAL.
  */
 int tally_stats_periodic_tick(struct tally_stats_tree *t);
 
@@ -354,6 +389,10 @@ int tally_stats_periodic_tick(struct tally_stats_tree *t);
  * @shared_waits: reads that waited for another reader's flush.
  * @skipped: reads that skipped a needed flush (baseline designs only).
  * @groups: groups alive, the root included.
+ * @fenced: non-zero when updates of this tree order themselves with a fence
+ *	or a sequentially consistent atomic (simulated domains,
+ *	TALLY_MEMBARRIER=off, no usable membarrier()) rather than relying on
+ *	the flush's membarrier().
  */
 struct tally_stats_info {
 	uint64_t flushes;
@@ -362,6 +401,7 @@ struct tally_stats_info {
 	uint64_t shared_waits;
 	uint64_t skipped;
 	uint64_t groups;
+	uint64_t fenced;
 };
 
 /** tally_stats_tree_info() - fill @info; 0 or -EINVAL. */

@@ -1,0 +1,451 @@
+// SPDX-License-Identifier: MIT
+/*
+ * stats_flush.c - the flush engine of the statistics tree.
+ *
+ * Per CPU, updated groups reach a flush in two steps: an update pushes
+ * (group, CPU) on the CPU's lock-free list; a flush pops the list into the
+ * CPU's updated tree, where a group is linked under its parent:
+ *
+ *     list: B -> E                 updated tree on CPU c:   root
+ *                                                          /    \
+ *     (after a pop)                                       A      D
+ *                                                         |      |
+ *                                                         B      E
+ *
+ * A flush of G runs two passes over the CPUs, each CPU under flush_lock
+ * alone (so flushes of other subtrees interleave with it):
+ *
+ *   1. wait for the CPU's pushes in progress, pop its list, make the
+ *      linked nodes of G's updated subtree idle, zero their over;
+ *   -- one barrier: membarrier(PRIVATE_EXPEDITED), so that every update
+ *      whose queued check saw listed or linked before that has its stat
+ *      store visible now (updates need no fence for that);
+ *   2. pop again, fold G's updated subtree children first: delta = stat -
+ *      prev; local += delta; hier += delta + pending; the parent's pending
+ *      += the same; unlink the nodes still idle that keep no child.
+ *
+ * The children-first order is a list threaded through the groups
+ * (stats_fpcpu.flush_next), built by a walk that needs no stack: a flush
+ * never allocates and cannot fail.
+ *
+ * Invariant: a (group, CPU) with a stat not yet in prev is listed, linked
+ * (with its ancestors), or read by a flush between its passes; a group with
+ * a non-zero pending is linked on some CPU.  Only a pop ends listed and
+ * only pass 1 ends linked: a node is never pushed twice.  Hence a flush
+ * that starts after an update completed reads it (freshness).
+ *
+ * Waiting: pass 1 must not pop before the pushes of claims that completed
+ * updates relied on.  It spins briefly, then sleeps on a futex that the
+ * last pusher wakes: it never burns a CPU on a preempted or stopped
+ * updater (but it does wait for it to run again).
+ *
+ * Barrier modes (process-wide, stats_barrier_state): MEMBARRIER; FENCED
+ * (TALLY_MEMBARRIER=off, or registration refused): updates and flushes
+ * both fence; SWITCHING: membarrier() failed at a flush, updates fence from
+ * now on and each flush uses a heavy barrier (membarrier GLOBAL, else a
+ * TLB shootdown) until one has completed, which covers the updates that
+ * had not seen the switch; then FENCED.
+ *
+ * Cost of a flush: O(nr_cpus) pops and waits plus O(updated groups x
+ * nr_stats); one barrier.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <linux/futex.h>
+#include <linux/membarrier.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "inject.h"
+#include "stats_internal.h"
+
+enum { BARRIER_MEMBARRIER, BARRIER_SWITCHING, BARRIER_FENCED };
+
+int stats_barrier_state;
+
+/* Spins of pass 1 on a push in progress before it sleeps. */
+#define PUSH_SPINS 256
+
+/* --- barrier ------------------------------------------------------------ */
+
+static int membarrier_cmd(int cmd, enum tally_inject_point point)
+{
+	int err = tally_inject(point);
+
+	if (err) {
+		errno = err;
+		return -1;
+	}
+	return (int)syscall(__NR_membarrier, cmd, 0, 0);
+}
+
+static void setup_barrier_mode(void)
+{
+	const char *env = getenv("TALLY_MEMBARRIER");
+
+	if ((env && !strcmp(env, "off")) ||
+	    syscall(__NR_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED,
+		    0, 0))
+		__atomic_store_n(&stats_barrier_state, BARRIER_FENCED,
+				 __ATOMIC_SEQ_CST);
+}
+
+void stats_barrier_setup(void)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+	pthread_once(&once, setup_barrier_mode);
+}
+
+/*
+ * Unmapping a page this thread just wrote makes the kernel shoot down its
+ * TLB entry on every CPU running a thread of the process: an interrupt
+ * there, which drains the store buffer (the fallback of folly's
+ * asymmetric barrier and of .NET's FlushProcessWriteBuffers).
+ */
+static void tlb_shootdown_barrier(void)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	volatile char *p = mmap(NULL, (size_t)page, PROT_READ | PROT_WRITE,
+				MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (p == MAP_FAILED) {
+		fprintf(stderr, "tally: membarrier() failed and mmap() too "
+				"(%s): no process-wide barrier, stopping\n",
+			strerror(errno));
+		abort();
+	}
+	*p = 1;
+	munmap((void *)p, (size_t)page);
+}
+
+/* A barrier that also orders updates that do not fence. */
+static void heavy_barrier(void)
+{
+	if (membarrier_cmd(MEMBARRIER_CMD_GLOBAL,
+			   TALLY_INJECT_MEMBARRIER_GLOBAL))
+		tlb_shootdown_barrier();
+}
+
+/* Make every update whose queued check preceded pass 1 visible. */
+static void flush_barrier(const struct tally_stats_tree *t)
+{
+	int state = __atomic_load_n(&stats_barrier_state, __ATOMIC_SEQ_CST);
+	int expected = BARRIER_MEMBARRIER;
+
+	if (t->simulated || state == BARRIER_FENCED) {
+		__atomic_thread_fence(__ATOMIC_SEQ_CST);
+		return;
+	}
+	if (state == BARRIER_MEMBARRIER &&
+	    !membarrier_cmd(MEMBARRIER_CMD_PRIVATE_EXPEDITED,
+			    TALLY_INJECT_MEMBARRIER))
+		return;
+	/* Updates fence from now on; this barrier covers those that did not. */
+	__atomic_compare_exchange_n(&stats_barrier_state, &expected,
+				    BARRIER_SWITCHING, false, __ATOMIC_SEQ_CST,
+				    __ATOMIC_SEQ_CST);
+	heavy_barrier();
+	expected = BARRIER_SWITCHING;
+	__atomic_compare_exchange_n(&stats_barrier_state, &expected,
+				    BARRIER_FENCED, false, __ATOMIC_SEQ_CST,
+				    __ATOMIC_SEQ_CST);
+}
+
+/* --- waiting for pushes ------------------------------------------------- */
+
+static void wait_for_pushes(unsigned int *pushing)
+{
+	for (unsigned int spins = 0;; spins++) {
+		unsigned int v = __atomic_load_n(pushing, __ATOMIC_ACQUIRE);
+
+		if (!(v & ~STATS_PUSH_WAITERS))
+			return;
+		if (spins < PUSH_SPINS) {
+			__builtin_ia32_pause();
+			continue;
+		}
+		if (!(v & STATS_PUSH_WAITERS) &&
+		    !__atomic_compare_exchange_n(pushing, &v,
+						 v | STATS_PUSH_WAITERS, false,
+						 __ATOMIC_SEQ_CST,
+						 __ATOMIC_RELAXED))
+			continue;
+		syscall(SYS_futex, pushing, FUTEX_WAIT_PRIVATE,
+			v | STATS_PUSH_WAITERS, NULL, NULL, 0);
+	}
+}
+
+/* --- the updated tree --------------------------------------------------- */
+
+/* Link @g and its unlinked ancestors into @cpu's updated tree. */
+static void link_updated(struct tally_stats_group *g, unsigned int cpu)
+{
+	for (; g; g = g->parent) {
+		struct stats_fpcpu *fp = fpcpu_of(g, cpu);
+
+		if (fp->linked)
+			return;
+		fp->linked = true;
+		if (g->parent) {
+			struct stats_fpcpu *pfp = fpcpu_of(g->parent, cpu);
+
+			fp->sibling = pfp->children;
+			pfp->children = g;
+		}
+	}
+}
+
+static void pop_updates(struct tally_stats_tree *t, unsigned int cpu)
+{
+	struct stats_pcpu **head = tally_percpu_ptr(t->lists, cpu);
+	struct stats_pcpu *pc = __atomic_exchange_n(head, NULL,
+						    __ATOMIC_ACQUIRE);
+
+	while (pc) {
+		struct stats_pcpu *next = pc->next;
+
+		__atomic_store_n(&pc->queued, QUEUE_LINKED, __ATOMIC_SEQ_CST);
+		link_updated(pc->group, cpu);
+		pc = next;
+	}
+}
+
+/* The first group in children-first order below @g: its leftmost leaf. */
+static struct tally_stats_group *leftmost(struct tally_stats_group *g,
+					  unsigned int cpu)
+{
+	struct tally_stats_group *c;
+
+	while ((c = fpcpu_of(g, cpu)->children))
+		g = c;
+	return g;
+}
+
+/*
+ * @g's updated subtree on @cpu, children before parents, threaded through
+ * flush_next; NULL when @g is not linked.  A post-order walk over the
+ * children and sibling links, climbing back by the parent pointers.
+ */
+static struct tally_stats_group *flush_order(struct tally_stats_group *g,
+					     unsigned int cpu)
+{
+	struct tally_stats_group *head = NULL, **tail = &head, *n;
+
+	if (!fpcpu_of(g, cpu)->linked)
+		return NULL;
+	for (n = leftmost(g, cpu);; ) {
+		struct tally_stats_group *sibling = fpcpu_of(n, cpu)->sibling;
+
+		*tail = n;
+		tail = &fpcpu_of(n, cpu)->flush_next;
+		if (n == g)
+			break;
+		n = sibling ? leftmost(sibling, cpu) : n->parent;
+	}
+	*tail = NULL;
+	return head;
+}
+
+/* --- the two passes ----------------------------------------------------- */
+
+/* Pass 1 on one CPU: G's updated subtree made idle, thresholds cleared. */
+static void flush_mark_cpu(struct tally_stats_tree *t,
+			   struct tally_stats_group *g, unsigned int cpu)
+{
+	struct tally_stats_group *n;
+
+	/* Claims seen by updates that completed before us are pushed. */
+	wait_for_pushes(tally_percpu_ptr(t->pushing, cpu));
+	pthread_mutex_lock(&t->flush_lock);
+	pop_updates(t, cpu);
+	for (n = flush_order(g, cpu); n; n = fpcpu_of(n, cpu)->flush_next) {
+		int linked = QUEUE_LINKED;
+
+		/* Not a listed one: it is (being) pushed again. */
+		__atomic_compare_exchange_n(&pcpu_of(n, cpu)->queued, &linked,
+					    QUEUE_IDLE, false, __ATOMIC_SEQ_CST,
+					    __ATOMIC_RELAXED);
+		__atomic_store_n(&n->over, 0, __ATOMIC_RELAXED);
+	}
+	pthread_mutex_unlock(&t->flush_lock);
+}
+
+static long load_long(const long *p)
+{
+	return __atomic_load_n(p, __ATOMIC_RELAXED);
+}
+
+/* Wrapping add of a flushed value (readers load it concurrently). */
+static void add_long(long *p, long v)
+{
+	__atomic_store_n(p, (long)((unsigned long)load_long(p) +
+				   (unsigned long)v),
+			 __ATOMIC_RELAXED);
+}
+
+/* Fold (g, cpu)'s per-CPU delta and pending into g and its parent. */
+static bool fold_group(struct tally_stats_group *g, unsigned int cpu)
+{
+	struct stats_pcpu *pc = pcpu_of(g, cpu);
+	struct stats_fpcpu *fp = fpcpu_of(g, cpu);
+	struct tally_stats_group *p = g->parent;
+	bool moved = false;
+
+	for (unsigned int i = 0; i < g->nr_stats; i++) {
+		long v = load_long(&pc->stat[i]);
+		long delta = (long)((unsigned long)v -
+				    (unsigned long)fp->prev[i]);
+		long total = (long)((unsigned long)delta +
+				    (unsigned long)g->pending[i]);
+
+		fp->prev[i] = v;
+		g->pending[i] = 0;
+		if (delta)
+			add_long(&g->local[i], delta);
+		if (!total)
+			continue;
+		add_long(&g->hier[i], total);
+		if (p) {
+			p->pending[i] = (long)((unsigned long)p->pending[i] +
+					       (unsigned long)total);
+			moved = true;
+		}
+	}
+	return moved;
+}
+
+/* Drop the children of @n that are no longer linked. */
+static void prune_children(struct stats_fpcpu *fp, unsigned int cpu)
+{
+	struct tally_stats_group **link = &fp->children;
+
+	while (*link) {
+		struct stats_fpcpu *cfp = fpcpu_of(*link, cpu);
+
+		if (cfp->linked) {
+			link = &cfp->sibling;
+		} else {
+			*link = cfp->sibling;
+			cfp->sibling = NULL;
+		}
+	}
+}
+
+/*
+ * Pass 2 on one CPU: fold G's updated subtree children first, then unlink
+ * every group that nobody re-queued since pass 1 and that keeps no linked
+ * child.  A re-queued group stays linked: its new update may not be
+ * visible yet, so the next flush reads it again.
+ */
+static void flush_fold_cpu(struct tally_stats_tree *t,
+			   struct tally_stats_group *g, unsigned int cpu)
+{
+	struct tally_stats_group *n;
+	bool moved_up = false;
+	uint64_t visited = 0;
+
+	pthread_mutex_lock(&t->flush_lock);
+	pop_updates(t, cpu);
+	for (n = flush_order(g, cpu); n; n = fpcpu_of(n, cpu)->flush_next) {
+		struct stats_fpcpu *fp = fpcpu_of(n, cpu);
+
+		visited++;
+		if (fold_group(n, cpu) && n == g)
+			moved_up = true;
+		prune_children(fp, cpu);
+		if (!fp->children &&
+		    __atomic_load_n(&pcpu_of(n, cpu)->queued,
+				    __ATOMIC_SEQ_CST) == QUEUE_IDLE)
+			fp->linked = false;
+	}
+	/* G's parent is not visited: unlink G from it by hand. */
+	if (visited && !fpcpu_of(g, cpu)->linked && g->parent) {
+		struct tally_stats_group **link =
+			&fpcpu_of(g->parent, cpu)->children;
+
+		while (*link && *link != g)
+			link = &fpcpu_of(*link, cpu)->sibling;
+		if (*link)
+			*link = fpcpu_of(g, cpu)->sibling;
+		fpcpu_of(g, cpu)->sibling = NULL;
+	}
+	/* The parent's pending must be folded by a later flush: link it. */
+	if (moved_up)
+		link_updated(g->parent, cpu);
+	pthread_mutex_unlock(&t->flush_lock);
+	stats_count_info(&t->info.groups_flushed, visited);
+}
+
+void stats_flush_subtree(struct tally_stats_tree *t,
+			 struct tally_stats_group *g)
+{
+	unsigned int nr = t->domain->nr_cpus;
+	uint64_t start = stats_now(t);
+
+	__atomic_store_n(&g->over, 0, __ATOMIC_RELAXED);
+	if (!g->parent)
+		__atomic_store_n(&t->global_over, 0, __ATOMIC_RELAXED);
+	for (unsigned int cpu = 0; cpu < nr; cpu++)
+		flush_mark_cpu(t, g, cpu);
+	tally_inject(TALLY_INJECT_FLUSH_BETWEEN_PASSES);
+	flush_barrier(t);
+	for (unsigned int cpu = 0; cpu < nr; cpu++)
+		flush_fold_cpu(t, g, cpu);
+	stats_count_info(&t->info.flushes, 1);
+	if (!g->parent) {
+		stats_count_info(&t->info.root_flushes, 1);
+		__atomic_store_n(&t->last_root_flush, start, __ATOMIC_RELAXED);
+	}
+}
+
+/* --- fork --------------------------------------------------------------- */
+
+void stats_flush_fork_prepare(struct tally_stats_tree *t)
+{
+	pthread_mutex_lock(&t->flush_lock);
+}
+
+void stats_flush_fork_parent(struct tally_stats_tree *t)
+{
+	pthread_mutex_unlock(&t->flush_lock);
+}
+
+/* Push (g, cpu) back on the child's list if a parent thread claimed it. */
+static void relist_claimed(struct tally_stats_group *g, void *arg)
+{
+	unsigned int cpu = *(unsigned int *)arg;
+	struct stats_pcpu **head = tally_percpu_ptr(g->tree->lists, cpu);
+	struct stats_pcpu *pc = pcpu_of(g, cpu);
+
+	if (pc->queued == QUEUE_LISTED) {
+		pc->group = g;
+		pc->next = *head;
+		*head = pc;
+	}
+}
+
+/*
+ * The child has only the forking thread.  A thread caught between
+ * claiming a group and pushing it never pushes it here, and the CPU's
+ * pushing count would never drop: such a CPU's list is rebuilt from the
+ * groups marked listed.  Flushes the parent's threads were running left
+ * groups linked, which the next flush visits: nothing to undo.
+ */
+void stats_flush_fork_child(struct tally_stats_tree *t)
+{
+	pthread_mutex_init(&t->flush_lock, NULL);
+	for (unsigned int cpu = 0; cpu < t->domain->nr_cpus; cpu++) {
+		unsigned int *pushing = tally_percpu_ptr(t->pushing, cpu);
+
+		if (!*pushing)
+			continue;
+		*pushing = 0;
+		*(struct stats_pcpu **)tally_percpu_ptr(t->lists, cpu) = NULL;
+		stats_for_each_group(t, relist_claimed, &cpu);
+	}
+}

@@ -1,0 +1,460 @@
+// SPDX-License-Identifier: MIT
+/*
+ * stats_group.c - groups of the statistics tree: lifetime, names, paths.
+ *
+ * The structure (parent, children, names) changes under the tree's
+ * topo_lock, written by create and destroy, read by find and the child
+ * walk.  Children of a group are a doubly linked list (O(1) unlink); a
+ * table of every group keyed by (parent, name) answers "which child has
+ * this name" in O(1), so building a flat tree of n groups costs O(n), not
+ * O(n^2).
+ *
+ * Invariant: a group is in the table and in its parent's child list from
+ * the end of its creation to the start of its destruction; a group with
+ * children is never destroyed; a group marked dying gets no child.  Create
+ * allocates under topo_lock, after checking that the parent is alive.
+ *
+ * Destroy folds the group's unflushed deltas into its parent's pending
+ * values with a flush of the group (the parent is linked, so a later flush
+ * of any ancestor carries them up): hierarchical values are the same
+ * before and after.
+ *
+ * Costs: create O(depth) plus the per-CPU allocation; destroy one flush of
+ * the group; find O(path length); path O(depth).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "stats_internal.h"
+
+#define INITIAL_BUCKETS 64u
+
+/* FNV-1a over the name, mixed with the parent's address. */
+static size_t name_hash(const struct tally_stats_group *parent,
+			const char *name, size_t len)
+{
+	uint64_t h = 0xcbf29ce484222325ull ^ (uintptr_t)parent;
+
+	for (size_t i = 0; i < len; i++) {
+		h ^= (unsigned char)name[i];
+		h *= 0x100000001b3ull;
+	}
+	return (size_t)(h ^ (h >> 29));
+}
+
+static struct tally_stats_group **bucket_of(struct tally_stats_tree *t,
+					    const struct tally_stats_group *p,
+					    const char *name, size_t len)
+{
+	return &t->buckets[name_hash(p, name, len) & (t->nr_buckets - 1)];
+}
+
+/* @p's child called @name (@len bytes); topo_lock held. */
+static struct tally_stats_group *find_child(struct tally_stats_group *p,
+					    const char *name, size_t len)
+{
+	struct tally_stats_group *c = *bucket_of(p->tree, p, name, len);
+
+	for (; c; c = c->hash_next)
+		if (c->parent == p && c->name_len == len &&
+		    !memcmp(c->name, name, len))
+			return c;
+	return NULL;
+}
+
+/* Double the table when it is full; topo_lock held for writing. */
+static int grow_table(struct tally_stats_tree *t)
+{
+	struct tally_stats_group **old = t->buckets;
+	size_t nr = t->nr_buckets;
+	struct tally_stats_group **buckets;
+
+	if (t->nr_hashed < nr)
+		return 0;
+	buckets = calloc(2 * nr, sizeof(*buckets));
+	if (!buckets)
+		return -ENOMEM;
+	t->buckets = buckets;
+	t->nr_buckets = 2 * nr;
+	for (size_t i = 0; i < nr; i++) {
+		struct tally_stats_group *g = old[i], *next;
+
+		for (; g; g = next) {
+			struct tally_stats_group **b =
+				bucket_of(t, g->parent, g->name, g->name_len);
+
+			next = g->hash_next;
+			g->hash_next = *b;
+			*b = g;
+		}
+	}
+	free(old);
+	return 0;
+}
+
+static void unhash(struct tally_stats_group *g)
+{
+	struct tally_stats_group **link =
+		bucket_of(g->tree, g->parent, g->name, g->name_len);
+
+	while (*link != g)
+		link = &(*link)->hash_next;
+	*link = g->hash_next;
+	g->tree->nr_hashed--;
+}
+
+void stats_for_each_group(struct tally_stats_tree *t,
+			  void (*fn)(struct tally_stats_group *g, void *arg),
+			  void *arg)
+{
+	fn(t->root, arg);
+	for (size_t i = 0; i < t->nr_buckets; i++)
+		for (struct tally_stats_group *g = t->buckets[i]; g;
+		     g = g->hash_next)
+			fn(g, arg);
+}
+
+int stats_groups_init(struct tally_stats_tree *t)
+{
+	pthread_rwlock_init(&t->topo_lock, NULL);
+	t->buckets = calloc(INITIAL_BUCKETS, sizeof(*t->buckets));
+	if (!t->buckets)
+		return -ENOMEM;
+	t->nr_buckets = INITIAL_BUCKETS;
+	return 0;
+}
+
+static void free_group_cb(struct tally_stats_group *g, void *arg)
+{
+	(void)arg;
+	stats_group_free(g);
+}
+
+void stats_groups_fini(struct tally_stats_tree *t)
+{
+	/* Collect first: freeing a group ends its walk through the table. */
+	if (t->buckets) {
+		struct tally_stats_group *dead = NULL;
+
+		for (size_t i = 0; i < t->nr_buckets; i++) {
+			struct tally_stats_group *g = t->buckets[i], *next;
+
+			for (; g; g = next) {
+				next = g->hash_next;
+				g->hash_next = dead;
+				dead = g;
+			}
+		}
+		while (dead) {
+			struct tally_stats_group *next = dead->hash_next;
+
+			stats_group_free(dead);
+			dead = next;
+		}
+	}
+	if (t->root)
+		free_group_cb(t->root, NULL);
+	t->root = NULL;
+#ifdef TALLY_DEBUG
+	for (struct tally_stats_group *g = t->graveyard, *next; g; g = next) {
+		next = g->next_sibling;
+		stats_group_free(g);
+	}
+#endif
+	free(t->buckets);
+	t->buckets = NULL;
+	pthread_rwlock_destroy(&t->topo_lock);
+}
+
+static bool valid_name(const char *name)
+{
+	size_t n;
+
+	if (!name)
+		return false;
+	n = strnlen(name, TALLY_STATS_NAME_MAX + 1);
+	return n >= 1 && n <= TALLY_STATS_NAME_MAX && !memchr(name, '/', n);
+}
+
+void stats_group_free(struct tally_stats_group *g)
+{
+	struct tally_domain *d = g->tree->domain;
+
+	tally_percpu_free(d, g->pcpu);
+	tally_percpu_free(d, g->fpcpu);
+	pthread_cond_destroy(&g->share.cond);
+	free(g->chain_offs);
+	free(g->local);
+	free(g->name);
+	free(g);
+}
+
+static unsigned int depth_of(const struct tally_stats_group *g)
+{
+	unsigned int depth = 0;
+
+	for (; g; g = g->parent)
+		depth++;
+	return depth;
+}
+
+/* Fill the threshold chain: one shared count, or the group's ancestry. */
+static void set_chain(struct tally_stats_tree *t, struct tally_stats_group *g)
+{
+	unsigned int i = 0;
+
+	if (t->ops->global_threshold) {
+		g->chain_offs[0] = (char *)t->global_count - (char *)g->pcpu;
+		g->chain_over[0] = &t->global_over;
+		return;
+	}
+	for (struct tally_stats_group *a = g; a; a = a->parent, i++) {
+		g->chain_offs[i] = (char *)&a->pcpu->count - (char *)g->pcpu;
+		g->chain_over[i] = &a->over;
+	}
+}
+
+/*
+ * A group, not yet linked anywhere.  Only CPU-independent memory is
+ * written: per-CPU copies stay untouched until their CPU updates.
+ */
+struct tally_stats_group *stats_group_new(struct tally_stats_tree *t,
+					  struct tally_stats_group *parent,
+					  const char *name, size_t len)
+{
+	unsigned int nr_chain = t->ops->global_threshold ? 1
+							 : depth_of(parent) + 1;
+	struct tally_stats_group *g;
+	size_t n = t->nr_stats;
+
+	/* over has a cache line of its own: the group needs that alignment. */
+	g = aligned_alloc(STATS_CACHELINE,
+			  (sizeof(*g) + STATS_CACHELINE - 1) &
+				  ~(size_t)(STATS_CACHELINE - 1));
+	if (!g)
+		return NULL;
+	memset(g, 0, sizeof(*g));
+	g->chain_offs = calloc(nr_chain, sizeof(long) + sizeof(long *));
+	g->tree = t;
+	g->parent = parent;
+	g->nr_stats = t->nr_stats;
+	g->nr_chain = nr_chain;
+	g->batch = t->batch;
+	g->hint_cap = t->threshold + 1;
+	g->simulated = t->simulated;
+	g->name = strndup(name, len);
+	g->name_len = len;
+	g->local = calloc(3 * n, sizeof(long));
+	g->pcpu = tally_percpu_alloc(t->domain,
+				     sizeof(struct stats_pcpu) + n * sizeof(long),
+				     STATS_CACHELINE);
+	g->fpcpu = tally_percpu_alloc(t->domain,
+				      sizeof(struct stats_fpcpu) +
+					      n * sizeof(long),
+				      8);
+	pthread_cond_init(&g->share.cond, NULL);
+	if (!g->chain_offs || !g->name || !g->local || !g->pcpu || !g->fpcpu) {
+		stats_group_free(g);
+		return NULL;
+	}
+	g->chain_over = (long **)(g->chain_offs + nr_chain);
+	g->hier = g->local + n;
+	g->pending = g->local + 2 * n;
+	set_chain(t, g);
+	g->magic = STATS_GROUP_MAGIC;
+	return g;
+}
+
+int tally_stats_group_create(struct tally_stats_group *parent,
+			     const char *name, struct tally_stats_group **out)
+{
+	struct tally_stats_tree *t;
+	struct tally_stats_group *g = NULL;
+	size_t len;
+	int err = 0;
+
+	if (!parent || !valid_name(name))
+		return -EINVAL;
+	t = parent->tree;
+	len = strlen(name);
+	pthread_rwlock_wrlock(&t->topo_lock);
+	if (parent->dying || parent->magic != STATS_GROUP_MAGIC)
+		err = -EINVAL;
+	else if (find_child(parent, name, len))
+		err = -EEXIST;
+	else
+		err = grow_table(t);
+	if (!err) {
+		g = stats_group_new(t, parent, name, len);
+		if (!g)
+			err = -ENOMEM;
+	}
+	if (!err) {
+		struct tally_stats_group **b = bucket_of(t, parent, name, len);
+
+		g->next_sibling = parent->first_child;
+		if (parent->first_child)
+			parent->first_child->prev_sibling = g;
+		parent->first_child = g;
+		g->hash_next = *b;
+		*b = g;
+		t->nr_hashed++;
+		stats_count_info(&t->info.groups, 1);
+	}
+	pthread_rwlock_unlock(&t->topo_lock);
+	if (!err && out)
+		*out = g;
+	return err;
+}
+
+int tally_stats_group_destroy(struct tally_stats_group *g)
+{
+	struct tally_stats_tree *t;
+
+	if (!g || !g->parent)
+		return -EINVAL;
+	t = g->tree;
+	pthread_rwlock_wrlock(&t->topo_lock);
+	if (g->first_child || g->dying) {
+		pthread_rwlock_unlock(&t->topo_lock);
+		return g->dying ? -EINVAL : -EBUSY;
+	}
+	g->dying = true;
+	if (g->prev_sibling)
+		g->prev_sibling->next_sibling = g->next_sibling;
+	else
+		g->parent->first_child = g->next_sibling;
+	if (g->next_sibling)
+		g->next_sibling->prev_sibling = g->prev_sibling;
+	unhash(g);
+	stats_count_info(&t->info.groups, (uint64_t)-1);
+	pthread_rwlock_unlock(&t->topo_lock);
+
+	/*
+	 * After this flush g is linked on no CPU and, once flush_lock was
+	 * taken once more, no flusher holds it: each pass keeps group
+	 * pointers only while it holds flush_lock.
+	 */
+	stats_flush_subtree(t, g);
+	pthread_mutex_lock(&t->flush_lock);
+	pthread_mutex_unlock(&t->flush_lock);
+	if (t->ops->retire)
+		t->ops->retire(g);
+	g->magic = STATS_GROUP_DEAD;
+#ifdef TALLY_DEBUG
+	/* Kept poisoned: a later update aborts instead of corrupting. */
+	pthread_rwlock_wrlock(&t->topo_lock);
+	g->next_sibling = t->graveyard;
+	t->graveyard = g;
+	pthread_rwlock_unlock(&t->topo_lock);
+#else
+	stats_group_free(g);
+#endif
+	return 0;
+}
+
+int tally_stats_group_find(struct tally_stats_tree *t, const char *path,
+			   struct tally_stats_group **out)
+{
+	struct tally_stats_group *g;
+	int err = 0;
+
+	if (!t || !path || !out)
+		return -EINVAL;
+	/*
+	 * "/a", "a/" and "a//b" have an empty component: an error even when
+	 * an earlier name is missing, so checked before the walk.
+	 */
+	if (*path && (path[0] == '/' || path[strlen(path) - 1] == '/' ||
+		      strstr(path, "//")))
+		return -EINVAL;
+	pthread_rwlock_rdlock(&t->topo_lock);
+	g = t->root;
+	while (*path && !err) {
+		const char *end = strchr(path, '/');
+		size_t len = end ? (size_t)(end - path) : strlen(path);
+
+		g = find_child(g, path, len);
+		if (!g)
+			err = -ENOENT;
+		path += len + (end ? 1 : 0);
+	}
+	pthread_rwlock_unlock(&t->topo_lock);
+	if (!err)
+		*out = g;
+	return err;
+}
+
+int tally_stats_group_for_each_child(struct tally_stats_group *g,
+				     int (*fn)(struct tally_stats_group *child,
+					       const char *name, void *arg),
+				     void *arg)
+{
+	int ret = 0;
+
+	if (!g || !fn)
+		return -EINVAL;
+	pthread_rwlock_rdlock(&g->tree->topo_lock);
+	for (struct tally_stats_group *c = g->first_child; c && !ret;
+	     c = c->next_sibling)
+		ret = fn(c, c->name, arg);
+	pthread_rwlock_unlock(&g->tree->topo_lock);
+	return ret;
+}
+
+const char *tally_stats_group_name(const struct tally_stats_group *g)
+{
+	return g ? g->name : NULL;
+}
+
+struct tally_stats_group *
+tally_stats_group_parent(const struct tally_stats_group *g)
+{
+	return g ? g->parent : NULL;
+}
+
+int tally_stats_group_path(const struct tally_stats_group *g, char *buf,
+			   size_t len)
+{
+	size_t need = 0, pos;
+
+	if (!g || (!buf && len))
+		return -EINVAL;
+	for (const struct tally_stats_group *a = g; a->parent; a = a->parent)
+		need += a->name_len + (a->parent->parent ? 1 : 0);
+	if (need >= len)
+		return -ENOSPC;
+	buf[need] = '\0';
+	pos = need;
+	for (const struct tally_stats_group *a = g; a->parent; a = a->parent) {
+		pos -= a->name_len;
+		memcpy(buf + pos, a->name, a->name_len);
+		if (a->parent->parent)
+			buf[--pos] = '/';
+	}
+	return (int)need;
+}
+
+/* --- fork --------------------------------------------------------------- */
+
+/*
+ * Write-locked: no create, destroy, find or walk runs in another thread
+ * at fork; the child re-initialises the lock rather than unlocking it (a
+ * lock word may count threads the child does not have).
+ */
+void stats_group_fork_prepare(struct tally_stats_tree *t)
+{
+	pthread_rwlock_wrlock(&t->topo_lock);
+}
+
+void stats_group_fork_parent(struct tally_stats_tree *t)
+{
+	pthread_rwlock_unlock(&t->topo_lock);
+}
+
+void stats_group_fork_child(struct tally_stats_tree *t)
+{
+	pthread_rwlock_init(&t->topo_lock, NULL);
+}

@@ -1,0 +1,289 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef TALLY_STATS_INTERNAL_H
+#define TALLY_STATS_INTERNAL_H
+
+/*
+ * stats_internal.h - what the files of the statistics tree share.
+ *
+ * One concept per file, and each lock belongs to one file:
+ *
+ *   stats_update.c    updates: one rseq sequence, no lock, no allocation
+ *   stats_flush.c     the flush engine: two passes, the barrier   flush_lock
+ *   stats_read.c      reads; the TALLY design's shared, fresh
+ *                     flushes                                     coord_lock
+ *   stats_designs.c   the baseline designs (Linux 6.1, seed 001,
+ *                     Linux 6.8) behind struct stats_design_ops   their own
+ *   stats_group.c     group lifetime, names, paths                topo_lock
+ *   stats_periodic.c  the periodic flusher                        periodic_lock
+ *   stats_fork.c      fork(): every lock, in the order above      trees_lock
+ *   stats_tree.c      trees, schemas, info
+ *
+ * Lock order (fork_prepare takes them in this order, tree by tree):
+ * trees_lock, topo_lock, the design's locks (coord_lock for TALLY),
+ * flush_lock, periodic_lock; then the per-CPU allocator's locks (its
+ * handlers are registered before ours, so its prepare runs after).
+ */
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <tally/percpu.h>
+#include <tally/stats.h>
+#include "domain_internal.h"
+
+#define STATS_CACHELINE 64
+#define STATS_GROUP_MAGIC 0x7a11c0de5ca1ab1eul
+#define STATS_GROUP_DEAD 0xdeadca75deadca75ul
+
+/* stats_pcpu.queued: where a (group, CPU) is on its way to a flush. */
+enum {
+	QUEUE_IDLE,	/* nothing to flush, or a flush will read it anyway */
+	QUEUE_LISTED,	/* claimed by an update: on the CPU's list, or being
+			 * pushed on it */
+	QUEUE_LINKED,	/* popped into the CPU's updated tree */
+};
+
+/*
+ * Per (group, CPU), written by updates on that CPU.  A group's creation
+ * writes none of it: a CPU that never runs keeps its pages untouched.
+ */
+struct stats_pcpu {
+	long count;			/* threshold hint not yet in over */
+	int queued;
+	struct stats_pcpu *next;	/* the CPU's update list */
+	struct tally_stats_group *group;	/* set by the pushing update */
+	long stat[];
+};
+
+/* Per (group, CPU), touched by flushers only, under flush_lock. */
+struct stats_fpcpu {
+	struct tally_stats_group *children;	/* updated children */
+	struct tally_stats_group *sibling;	/* next updated sibling */
+	struct tally_stats_group *flush_next;	/* children-first order */
+	bool linked;
+	long prev[];			/* stat[] as the last flush saw it */
+};
+
+/* TALLY design: one group's shared flush, under coord_lock. */
+struct stats_share {
+	bool active, pending;
+	uint64_t active_stamp, done_stamp;
+	pthread_cond_t cond;
+};
+
+struct tally_stats_group {
+	/* Read by every update; written only by creation (one line). */
+	struct tally_stats_tree *tree;
+	struct stats_pcpu *pcpu;
+	/*
+	 * Threshold chain, self first, then each ancestor: the per-CPU
+	 * counts as byte offsets from pcpu (the same on every CPU), and
+	 * the overs they move to.
+	 */
+	long *chain_offs;
+	long **chain_over;
+	unsigned int nr_stats;
+	unsigned int nr_chain;
+	unsigned long batch;
+	unsigned long hint_cap;		/* largest hint one update adds */
+	bool simulated;
+
+	/* Written by updates once per batch; read by if-needed reads. */
+	long over __attribute__((aligned(STATS_CACHELINE)));
+
+	/* Flush side: per-CPU state under flush_lock, values for readers. */
+	struct stats_fpcpu *fpcpu __attribute__((aligned(STATS_CACHELINE)));
+	long *local, *hier, *pending;
+
+	/* Structure, under the tree's topo_lock. */
+	struct tally_stats_group *parent, *first_child;
+	struct tally_stats_group *next_sibling, *prev_sibling;
+	struct tally_stats_group *hash_next;	/* child-name table */
+	char *name;
+	size_t name_len;
+	unsigned long magic;
+	bool dying;
+
+	/* Flush sharing (TALLY design), under coord_lock. */
+	struct stats_share share __attribute__((aligned(STATS_CACHELINE)));
+};
+
+_Static_assert(offsetof(struct tally_stats_group, simulated) <
+		       STATS_CACHELINE,
+	       "the fields every update reads fit one cache line");
+_Static_assert(offsetof(struct tally_stats_group, over) == STATS_CACHELINE,
+	       "over starts its own cache line");
+_Static_assert(offsetof(struct tally_stats_group, fpcpu) ==
+		       2 * STATS_CACHELINE,
+	       "over is alone on its cache line");
+_Static_assert(offsetof(struct tally_stats_group, share) %
+			       STATS_CACHELINE == 0,
+	       "flush sharing has cache lines of its own");
+
+struct stats_design_ops;
+
+struct tally_stats_tree {
+	/* Read-mostly. */
+	struct tally_domain *domain;
+	const struct stats_design_ops *ops;
+	void *design_state;		/* the baseline designs' own */
+	unsigned long batch, threshold;
+	uint64_t period_ns;
+	uint64_t (*clock)(void *arg);
+	void *clock_arg;
+	unsigned int nr_stats;
+	char **names;
+	unsigned char *is_event;
+	bool simulated;
+	struct tally_stats_group *root;
+
+	/* Per CPU. */
+	struct stats_pcpu **lists;	/* update list heads */
+	unsigned int *pushing;		/* claims being pushed (futex) */
+	long *global_count;		/* global-threshold designs */
+
+	/* Global-threshold designs: moved counts. */
+	long global_over __attribute__((aligned(STATS_CACHELINE)));
+
+	/* stats_group.c: structure and the child-name table. */
+	pthread_rwlock_t topo_lock __attribute__((aligned(STATS_CACHELINE)));
+	struct tally_stats_group **buckets;
+	size_t nr_buckets;		/* a power of two */
+	size_t nr_hashed;
+
+	/* stats_flush.c */
+	pthread_mutex_t flush_lock __attribute__((aligned(STATS_CACHELINE)));
+
+	/* stats_read.c: shared flushes, ratelimited reads. */
+	pthread_mutex_t coord_lock __attribute__((aligned(STATS_CACHELINE)));
+	uint64_t flush_clock;
+	uint64_t last_root_flush;
+
+	/* stats_periodic.c */
+	pthread_mutex_t periodic_lock __attribute__((aligned(STATS_CACHELINE)));
+	pthread_cond_t periodic_cond;
+	pthread_t periodic_thread;
+	bool periodic_running, periodic_stop;
+
+	struct tally_stats_info info;	/* atomics */
+	struct tally_stats_tree *next_tree;	/* stats_fork.c registry */
+#ifdef TALLY_DEBUG
+	struct tally_stats_group *graveyard;	/* under topo_lock */
+#endif
+};
+
+/*
+ * How flushes are decided and shared: the TALLY design (stats_read.c) and
+ * the baselines (stats_designs.c).  Only flush is required.
+ */
+struct stats_design_ops {
+	/* Per-tree state (design_state) and its locks. */
+	int (*init)(struct tally_stats_tree *t);
+	void (*fini)(struct tally_stats_tree *t);
+	/*
+	 * Flush for a read of @g.  @fresh: the flush must start after the
+	 * call (forced reads); otherwise one already running may serve.
+	 * Returns false when the design skipped the flush.
+	 */
+	bool (*flush)(struct tally_stats_group *g, bool fresh);
+	/* A group leaves: no flush of the design may still refer to it. */
+	void (*retire)(struct tally_stats_group *g);
+	/* Around fork(): take the design's locks; free or reset them. */
+	void (*fork_prepare)(struct tally_stats_tree *t);
+	void (*fork_parent)(struct tally_stats_tree *t);
+	void (*fork_child)(struct tally_stats_tree *t);
+	/* Counts go to one tree-wide threshold (Linux 6.1, seed 001). */
+	bool global_threshold;
+};
+
+extern const struct stats_design_ops stats_design_tally;
+extern const struct stats_design_ops stats_design_linux61;
+extern const struct stats_design_ops stats_design_seed001;
+extern const struct stats_design_ops stats_design_linux68;
+
+/* --- small helpers shared by the files ------------------------------- */
+
+static inline struct stats_pcpu *pcpu_of(const struct tally_stats_group *g,
+					 unsigned int cpu)
+{
+	return (struct stats_pcpu *)tally_percpu_ptr(g->pcpu, cpu);
+}
+
+static inline struct stats_fpcpu *fpcpu_of(const struct tally_stats_group *g,
+					   unsigned int cpu)
+{
+	return (struct stats_fpcpu *)tally_percpu_ptr(g->fpcpu, cpu);
+}
+
+static inline uint64_t stats_now(const struct tally_stats_tree *t)
+{
+	return t->clock(t->clock_arg);
+}
+
+static inline void stats_count_info(uint64_t *field, uint64_t n)
+{
+	__atomic_add_fetch(field, n, __ATOMIC_RELAXED);
+}
+
+/* Visit every group of @t, the root included (topology must be stable). */
+void stats_for_each_group(struct tally_stats_tree *t,
+			  void (*fn)(struct tally_stats_group *g, void *arg),
+			  void *arg);
+
+/* --- stats_update.c ----------------------------------------------------- */
+
+/* Wake flushers blocked on @pushing once its count fell to 0. */
+void stats_wake_flushers(unsigned int *pushing);
+
+/* --- stats_flush.c ------------------------------------------------------ */
+
+#define STATS_PUSH_WAITERS 0x80000000u
+
+/* Set up the process's barrier mode before the first system-domain tree. */
+void stats_barrier_setup(void);
+/* 0 while flushes use membarrier(); updates fence otherwise. */
+extern int stats_barrier_state;
+/* Whether updates on the system domain must fence (no membarrier). */
+static inline bool stats_updates_fence(void)
+{
+	return __atomic_load_n(&stats_barrier_state, __ATOMIC_RELAXED) != 0;
+}
+/* Flush @g's subtree on every CPU; never fails, never allocates. */
+void stats_flush_subtree(struct tally_stats_tree *t,
+			 struct tally_stats_group *g);
+void stats_flush_fork_prepare(struct tally_stats_tree *t);
+void stats_flush_fork_parent(struct tally_stats_tree *t);
+void stats_flush_fork_child(struct tally_stats_tree *t);
+
+/* --- stats_read.c ------------------------------------------------------- */
+
+bool stats_over_threshold(const struct tally_stats_group *g);
+
+/* --- stats_group.c ------------------------------------------------------ */
+
+struct tally_stats_group *stats_group_new(struct tally_stats_tree *t,
+					  struct tally_stats_group *parent,
+					  const char *name, size_t len);
+void stats_group_free(struct tally_stats_group *g);
+int stats_groups_init(struct tally_stats_tree *t);
+void stats_groups_fini(struct tally_stats_tree *t);
+void stats_group_fork_prepare(struct tally_stats_tree *t);
+void stats_group_fork_parent(struct tally_stats_tree *t);
+void stats_group_fork_child(struct tally_stats_tree *t);
+
+/* --- stats_periodic.c --------------------------------------------------- */
+
+void stats_periodic_init(struct tally_stats_tree *t);
+void stats_periodic_fini(struct tally_stats_tree *t);
+void stats_periodic_fork_prepare(struct tally_stats_tree *t);
+void stats_periodic_fork_parent(struct tally_stats_tree *t);
+void stats_periodic_fork_child(struct tally_stats_tree *t);
+
+/* --- stats_fork.c ------------------------------------------------------- */
+
+void stats_register_tree(struct tally_stats_tree *t);
+void stats_unregister_tree(struct tally_stats_tree *t);
+
+#endif /* TALLY_STATS_INTERNAL_H */

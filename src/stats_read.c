@@ -1,0 +1,256 @@
+// SPDX-License-Identifier: MIT
+/*
+ * stats_read.c - reads of the statistics tree, and the TALLY design's
+ * shared, fresh flushes.
+ *
+ * A read first decides whether to flush (its mode, the group's threshold
+ * or the periodic flusher's lateness), asks the tree's design to do it,
+ * then loads the flushed values: O(1) per stat when no flush is needed.
+ *
+ * TALLY design.  Each group carries a share (under coord_lock): whether a
+ * flush of it is active, with the stamp it started with, whether one is
+ * queued behind it, and the stamp of the last one done.  Stamps increase
+ * with each flush started.  A reader of G arriving when the clock reads
+ * `arrival` needs a flush of G or of an ancestor that started after
+ * arrival (forced reads; if-needed reads also take one running at
+ * arrival).  It
+ *
+ *   - returns once such a flush is done (done_stamp > arrival);
+ *   - otherwise waits for one of G or an ancestor that is active and
+ *     started after arrival;
+ *   - otherwise runs a flush of G itself, or, when one of G is already
+ *     active (started too early), queues one behind it: the first waiter
+ *     to wake runs it.
+ *
+ * Invariant: a reader never flushes outside its own subtree (it runs only
+ * flushes of G, never an ancestor's queued one), never returns stale, and
+ * waits for at most two flushes of G.  Readers of one group share every
+ * flush; readers of unrelated groups never wait for each other.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "stats_internal.h"
+
+bool stats_over_threshold(const struct tally_stats_group *g)
+{
+	const struct tally_stats_tree *t = g->tree;
+	const long *over = t->ops->global_threshold ? &t->global_over
+						    : &g->over;
+
+	return __atomic_load_n(over, __ATOMIC_RELAXED) > (long)t->threshold;
+}
+
+/* --- TALLY design ------------------------------------------------------- */
+
+/* Run a flush of @a for the sharing protocol; coord_lock held. */
+static void run_shared_flush(struct tally_stats_tree *t,
+			     struct tally_stats_group *a)
+{
+	uint64_t stamp = ++t->flush_clock;
+
+	a->share.pending = false;
+	a->share.active = true;
+	a->share.active_stamp = stamp;
+	pthread_mutex_unlock(&t->coord_lock);
+	stats_flush_subtree(t, a);
+	pthread_mutex_lock(&t->coord_lock);
+	a->share.done_stamp = stamp;
+	a->share.active = false;
+	pthread_cond_broadcast(&a->share.cond);
+}
+
+static bool tally_flush(struct tally_stats_group *g, bool fresh)
+{
+	struct tally_stats_tree *t = g->tree;
+	uint64_t arrival;
+	bool waited = false;
+
+	pthread_mutex_lock(&t->coord_lock);
+	arrival = t->flush_clock;
+	/* Not fresh: a covering flush already running serves too. */
+	for (struct tally_stats_group *a = g; !fresh && a; a = a->parent)
+		if (a->share.active && a->share.active_stamp <= arrival)
+			arrival = a->share.active_stamp - 1;
+	for (;;) {
+		struct tally_stats_group *a, *join = NULL;
+
+		for (a = g; a; a = a->parent) {
+			if (a->share.done_stamp > arrival)
+				goto done;
+			if (!join && a->share.active &&
+			    a->share.active_stamp > arrival)
+				join = a;
+		}
+		if (!join && !g->share.active) {
+			run_shared_flush(t, g);
+			continue;
+		}
+		if (!join)
+			g->share.pending = true;
+		waited = true;
+		pthread_cond_wait(join ? &join->share.cond : &g->share.cond,
+				  &t->coord_lock);
+	}
+done:
+	pthread_mutex_unlock(&t->coord_lock);
+	if (waited)
+		stats_count_info(&t->info.shared_waits, 1);
+	return true;
+}
+
+/* No reader may still wait on a share of @g once it is freed. */
+static void tally_retire(struct tally_stats_group *g)
+{
+	struct tally_stats_tree *t = g->tree;
+
+	pthread_mutex_lock(&t->coord_lock);
+	while (g->share.active)
+		pthread_cond_wait(&g->share.cond, &t->coord_lock);
+	pthread_mutex_unlock(&t->coord_lock);
+}
+
+static void tally_fork_prepare(struct tally_stats_tree *t)
+{
+	pthread_mutex_lock(&t->coord_lock);
+}
+
+static void tally_fork_parent(struct tally_stats_tree *t)
+{
+	pthread_mutex_unlock(&t->coord_lock);
+}
+
+/* The flushes and waiters of shares were the parent's other threads. */
+static void forget_share(struct tally_stats_group *g, void *arg)
+{
+	(void)arg;
+	g->share.active = false;
+	g->share.pending = false;
+	pthread_cond_init(&g->share.cond, NULL);
+}
+
+static void tally_fork_child(struct tally_stats_tree *t)
+{
+	pthread_mutex_init(&t->coord_lock, NULL);
+	stats_for_each_group(t, forget_share, NULL);
+}
+
+const struct stats_design_ops stats_design_tally = {
+	.flush = tally_flush,
+	.retire = tally_retire,
+	.fork_prepare = tally_fork_prepare,
+	.fork_parent = tally_fork_parent,
+	.fork_child = tally_fork_child,
+};
+
+/* --- reads -------------------------------------------------------------- */
+
+static bool ratelimit_late(const struct tally_stats_tree *t)
+{
+	uint64_t last = __atomic_load_n(&t->last_root_flush, __ATOMIC_RELAXED);
+
+	return stats_now(t) - last > 2 * t->period_ns;
+}
+
+static int flush_for_read(struct tally_stats_group *g,
+			  enum tally_flush_mode mode)
+{
+	const struct stats_design_ops *ops = g->tree->ops;
+
+	switch (mode) {
+	case TALLY_FLUSH_IF_NEEDED:
+		if (stats_over_threshold(g))
+			ops->flush(g, false);
+		return 0;
+	case TALLY_FLUSH_FORCE:
+		ops->flush(g, true);
+		return 0;
+	case TALLY_FLUSH_RATELIMITED:
+		if (ratelimit_late(g->tree))
+			ops->flush(g, true);
+		return 0;
+	case TALLY_FLUSH_NONE:
+		return 0;
+	}
+	return -EINVAL;
+}
+
+int tally_stats_flush(struct tally_stats_group *g)
+{
+	if (!g)
+		return -EINVAL;
+	g->tree->ops->flush(g, true);
+	return 0;
+}
+
+static long load_long(const long *p)
+{
+	return __atomic_load_n(p, __ATOMIC_RELAXED);
+}
+
+int tally_stats_read(struct tally_stats_group *g, unsigned int stat,
+		     enum tally_flush_mode mode, long *hier, long *local)
+{
+	int err;
+
+	if (!g || stat >= g->nr_stats)
+		return -EINVAL;
+	err = flush_for_read(g, mode);
+	if (err)
+		return err;
+	if (hier)
+		*hier = load_long(&g->hier[stat]);
+	if (local)
+		*local = load_long(&g->local[stat]);
+	return 0;
+}
+
+int tally_stats_snapshot(struct tally_stats_group *g,
+			 enum tally_flush_mode mode, long *hier, long *local)
+{
+	int err;
+
+	if (!g)
+		return -EINVAL;
+	err = flush_for_read(g, mode);
+	if (err)
+		return err;
+	for (unsigned int i = 0; i < g->nr_stats; i++) {
+		if (hier)
+			hier[i] = load_long(&g->hier[i]);
+		if (local)
+			local[i] = load_long(&g->local[i]);
+	}
+	return 0;
+}
+
+int tally_stats_render(struct tally_stats_group *g, enum tally_flush_mode mode,
+		       char *buf, size_t len)
+{
+	long hier[TALLY_STATS_MAX];
+	size_t used = 0;
+	int err;
+
+	if (!g || !buf)
+		return -EINVAL;
+	err = tally_stats_snapshot(g, mode, hier, NULL);
+	for (unsigned int i = 0; !err && i < g->nr_stats; i++) {
+		int n = snprintf(buf + used, len - used, "%s %ld\n",
+				 g->tree->names[i], hier[i]);
+
+		if (n < 0 || (size_t)n >= len - used)
+			err = -ENOSPC;
+		else
+			used += (size_t)n;
+	}
+	return err ? err : (int)used;
+}
+
+unsigned long tally_stats_read_bound(const struct tally_stats_tree *t)
+{
+	if (!t)
+		return 0;
+	return t->threshold + t->domain->nr_cpus * (t->batch - 1);
+}

@@ -1,0 +1,224 @@
+// SPDX-License-Identifier: MIT
+/*
+ * stats_tree.c - statistics trees: creation, schema, information.
+ *
+ * A tree owns its schema (names and kinds, copied), its design, the
+ * per-CPU update lists and push counts, and its groups.  Creation sets up
+ * every part before the tree is published (registered for fork, returned);
+ * a failed creation undoes what was done and leaves *out untouched.
+ * Costs: create O(nr_stats^2) for the duplicate check; destroy O(groups).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "stats_internal.h"
+
+#define DEFAULT_BATCH 64ul
+#define DEFAULT_PERIOD_NS 2000000000ull
+
+static const struct stats_design_ops *const designs[] = {
+	[TALLY_DESIGN_TALLY] = &stats_design_tally,
+	[TALLY_DESIGN_LINUX61] = &stats_design_linux61,
+	[TALLY_DESIGN_SEED001] = &stats_design_seed001,
+	[TALLY_DESIGN_LINUX68] = &stats_design_linux68,
+};
+
+static const char *const design_names[] = {
+	[TALLY_DESIGN_TALLY] = "tally",
+	[TALLY_DESIGN_LINUX61] = "linux61",
+	[TALLY_DESIGN_SEED001] = "seed001",
+	[TALLY_DESIGN_LINUX68] = "linux68",
+};
+
+#define NR_DESIGNS (sizeof(designs) / sizeof(designs[0]))
+
+static uint64_t default_clock(void *arg)
+{
+	struct timespec ts;
+
+	(void)arg;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static int copy_schema(struct tally_stats_tree *t,
+		       const struct tally_stat_desc *schema, unsigned int nr)
+{
+	t->names = calloc(nr, sizeof(*t->names));
+	t->is_event = calloc(nr, 1);
+	if (!t->names || !t->is_event)
+		return -ENOMEM;
+	for (unsigned int i = 0; i < nr; i++) {
+		const char *name = schema[i].name;
+
+		if (!name || !*name || strpbrk(name, " \t\n\r\v\f") ||
+		    (schema[i].kind != TALLY_STAT_STATE &&
+		     schema[i].kind != TALLY_STAT_EVENT))
+			return -EINVAL;
+		for (unsigned int j = 0; j < i; j++)
+			if (!strcmp(t->names[j], name))
+				return -EINVAL;
+		t->names[i] = strdup(name);
+		if (!t->names[i])
+			return -ENOMEM;
+		t->is_event[i] = schema[i].kind == TALLY_STAT_EVENT;
+	}
+	return 0;
+}
+
+/* Free what a tree holds; every part may be missing (failed create). */
+static void tree_free(struct tally_stats_tree *t)
+{
+	stats_periodic_fini(t);
+	stats_groups_fini(t);
+	if (t->ops && t->ops->fini)
+		t->ops->fini(t);
+	if (t->domain) {
+		tally_percpu_free(t->domain, t->lists);
+		tally_percpu_free(t->domain, t->pushing);
+		tally_percpu_free(t->domain, t->global_count);
+	}
+	for (unsigned int i = 0; t->names && i < t->nr_stats; i++)
+		free(t->names[i]);
+	free(t->names);
+	free(t->is_event);
+	pthread_mutex_destroy(&t->flush_lock);
+	pthread_mutex_destroy(&t->coord_lock);
+	free(t);
+}
+
+void tally_stats_tree_destroy(struct tally_stats_tree *t)
+{
+	if (!t)
+		return;
+	stats_unregister_tree(t);
+	tree_free(t);
+}
+
+static bool valid_options(const struct tally_stats_options *o)
+{
+	return (unsigned int)o->design < NR_DESIGNS &&
+	       (!o->batch || (o->batch >= 2 && !(o->batch & (o->batch - 1))));
+}
+
+/* Per-CPU and group memory, once the domain and design are known. */
+static int tree_setup(struct tally_stats_tree *t)
+{
+	int err;
+
+	if (t->ops->init) {
+		err = t->ops->init(t);
+		if (err)
+			return err;
+	}
+	t->lists = tally_percpu_alloc(t->domain, sizeof(*t->lists), 0);
+	t->pushing = tally_percpu_alloc(t->domain, sizeof(*t->pushing), 0);
+	t->global_count = tally_percpu_alloc(t->domain, sizeof(long), 0);
+	if (!t->lists || !t->pushing || !t->global_count)
+		return -ENOMEM;
+	err = stats_groups_init(t);
+	if (err)
+		return err;
+	t->root = stats_group_new(t, NULL, "", 0);
+	return t->root ? 0 : -ENOMEM;
+}
+
+int tally_stats_tree_create(struct tally_stats_tree **out,
+			    const struct tally_stat_desc *schema,
+			    unsigned int nr_stats,
+			    const struct tally_stats_options *opts)
+{
+	struct tally_stats_options o = { 0 };
+	struct tally_stats_tree *t;
+	int err;
+
+	if (opts)
+		o = *opts;
+	if (!out || !schema || !nr_stats || nr_stats > TALLY_STATS_MAX ||
+	    !valid_options(&o))
+		return -EINVAL;
+	t = calloc(1, sizeof(*t));
+	if (!t)
+		return -ENOMEM;
+	pthread_mutex_init(&t->flush_lock, NULL);
+	pthread_mutex_init(&t->coord_lock, NULL);
+	stats_periodic_init(t);
+	t->nr_stats = nr_stats;
+	err = copy_schema(t, schema, nr_stats);
+	if (err)
+		goto fail;
+	t->domain = tally_domain_resolve(o.domain);
+	if (!t->domain) {
+		err = -ENODEV;
+		goto fail;
+	}
+	t->ops = designs[o.design];
+	t->batch = o.batch ? o.batch : DEFAULT_BATCH;
+	t->threshold = t->batch * t->domain->nr_cpus;
+	t->period_ns = o.period_ns ? o.period_ns : DEFAULT_PERIOD_NS;
+	t->clock = o.clock ? o.clock : default_clock;
+	t->clock_arg = o.clock_arg;
+	t->simulated = t->domain->simulated;
+	if (!t->simulated)
+		stats_barrier_setup();
+	err = tree_setup(t);
+	if (err)
+		goto fail;
+	t->info.groups = 1;
+	t->last_root_flush = stats_now(t);
+	stats_register_tree(t);
+	*out = t;
+	return 0;
+fail:
+	tree_free(t);
+	return err;
+}
+
+struct tally_stats_group *tally_stats_root(struct tally_stats_tree *t)
+{
+	return t ? t->root : NULL;
+}
+
+unsigned int tally_stats_nr_stats(const struct tally_stats_tree *t)
+{
+	return t ? t->nr_stats : 0;
+}
+
+int tally_stats_stat_index(const struct tally_stats_tree *t, const char *name)
+{
+	if (!t || !name)
+		return -EINVAL;
+	for (unsigned int i = 0; i < t->nr_stats; i++)
+		if (!strcmp(t->names[i], name))
+			return (int)i;
+	return -ENOENT;
+}
+
+static uint64_t load_info(const uint64_t *field)
+{
+	return __atomic_load_n(field, __ATOMIC_RELAXED);
+}
+
+int tally_stats_tree_info(const struct tally_stats_tree *t,
+			  struct tally_stats_info *info)
+{
+	if (!t || !info)
+		return -EINVAL;
+	info->flushes = load_info(&t->info.flushes);
+	info->root_flushes = load_info(&t->info.root_flushes);
+	info->groups_flushed = load_info(&t->info.groups_flushed);
+	info->shared_waits = load_info(&t->info.shared_waits);
+	info->skipped = load_info(&t->info.skipped);
+	info->groups = load_info(&t->info.groups);
+	info->fenced = t->simulated || stats_updates_fence();
+	return 0;
+}
+
+const char *tally_stats_design_name(enum tally_stats_design design)
+{
+	return (unsigned int)design < NR_DESIGNS ? design_names[design]
+						  : "unknown";
+}

@@ -36,12 +36,6 @@ static struct baseline_state *state_of(const struct tally_stats_tree *t)
 	return t->design_state;
 }
 
-static void init_locks(struct baseline_state *s)
-{
-	pthread_mutex_init(&s->subtree_mutex, NULL);
-	pthread_mutex_init(&s->root_lock, NULL);
-	pthread_cond_init(&s->root_cond, NULL);
-}
 
 static int baseline_init(struct tally_stats_tree *t)
 {
@@ -49,7 +43,9 @@ static int baseline_init(struct tally_stats_tree *t)
 
 	if (!s)
 		return -ENOMEM;
-	init_locks(s);
+	pthread_mutex_init(&s->subtree_mutex, NULL);
+	pthread_mutex_init(&s->root_lock, NULL);
+	pthread_cond_init(&s->root_cond, NULL);
 	t->design_state = s;
 	return 0;
 }
@@ -84,7 +80,9 @@ static void baseline_fork_child(struct tally_stats_tree *t)
 {
 	struct baseline_state *s = state_of(t);
 
-	init_locks(s);
+	stats_mutex_renew(&s->subtree_mutex);
+	stats_mutex_renew(&s->root_lock);
+	pthread_cond_init(&s->root_cond, NULL);
 	s->flush_ongoing = 0;
 	s->root_flush_ongoing = false;
 	s->root_waiters = 0;

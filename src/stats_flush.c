@@ -210,7 +210,7 @@ static void pop_updates(struct tally_stats_tree *t, unsigned int cpu)
 		struct stats_pcpu *next = pc->next;
 
 		__atomic_store_n(&pc->queued, QUEUE_LINKED, __ATOMIC_SEQ_CST);
-		link_updated(pc->group, cpu);
+		link_updated(__atomic_load_n(&pc->group, __ATOMIC_RELAXED), cpu);
 		pc = next;
 	}
 }
@@ -438,7 +438,7 @@ static void relist_claimed(struct tally_stats_group *g, void *arg)
  */
 void stats_flush_fork_child(struct tally_stats_tree *t)
 {
-	pthread_mutex_init(&t->flush_lock, NULL);
+	stats_mutex_renew(&t->flush_lock);
 	for (unsigned int cpu = 0; cpu < t->domain->nr_cpus; cpu++) {
 		unsigned int *pushing = tally_percpu_ptr(t->pushing, cpu);
 

@@ -456,5 +456,5 @@ void stats_group_fork_parent(struct tally_stats_tree *t)
 
 void stats_group_fork_child(struct tally_stats_tree *t)
 {
-	pthread_rwlock_init(&t->topo_lock, NULL);
+	stats_rwlock_renew(&t->topo_lock);
 }

@@ -227,6 +227,23 @@ static inline void stats_count_info(uint64_t *field, uint64_t n)
 	__atomic_add_fetch(field, n, __ATOMIC_RELAXED);
 }
 
+/*
+ * In a child of fork(), make a lock the forking thread took in the prepare
+ * handler new: released, then initialised afresh, so that no count of
+ * waiters or readers from the parent's other threads survives.
+ */
+static inline void stats_mutex_renew(pthread_mutex_t *m)
+{
+	pthread_mutex_unlock(m);
+	pthread_mutex_init(m, NULL);
+}
+
+static inline void stats_rwlock_renew(pthread_rwlock_t *l)
+{
+	pthread_rwlock_unlock(l);
+	pthread_rwlock_init(l, NULL);
+}
+
 /* Visit every group of @t, the root included (topology must be stable). */
 void stats_for_each_group(struct tally_stats_tree *t,
 			  void (*fn)(struct tally_stats_group *g, void *arg),

@@ -93,11 +93,10 @@ int tally_stats_periodic_stop(struct tally_stats_tree *t)
 }
 
 /* periodic_main() waits until a CLOCK_MONOTONIC time. */
-static void init_locks(struct tally_stats_tree *t)
+static void init_cond(struct tally_stats_tree *t)
 {
 	pthread_condattr_t attr;
 
-	pthread_mutex_init(&t->periodic_lock, NULL);
 	pthread_condattr_init(&attr);
 	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
 	pthread_cond_init(&t->periodic_cond, &attr);
@@ -106,7 +105,8 @@ static void init_locks(struct tally_stats_tree *t)
 
 void stats_periodic_init(struct tally_stats_tree *t)
 {
-	init_locks(t);
+	pthread_mutex_init(&t->periodic_lock, NULL);
+	init_cond(t);
 }
 
 void stats_periodic_fini(struct tally_stats_tree *t)
@@ -129,7 +129,8 @@ void stats_periodic_fork_parent(struct tally_stats_tree *t)
 /* The thread is not in the child: the child may start its own. */
 void stats_periodic_fork_child(struct tally_stats_tree *t)
 {
-	init_locks(t);
+	stats_mutex_renew(&t->periodic_lock);
+	init_cond(t);
 	t->periodic_running = false;
 	t->periodic_stop = false;
 }

@@ -133,7 +133,7 @@ static void forget_share(struct tally_stats_group *g, void *arg)
 
 static void tally_fork_child(struct tally_stats_tree *t)
 {
-	pthread_mutex_init(&t->coord_lock, NULL);
+	stats_mutex_renew(&t->coord_lock);
 	stats_for_each_group(t, forget_share, NULL);
 }
 

@@ -64,8 +64,9 @@ static void queue_update(struct tally_stats_group *g, struct stats_pcpu *pc,
 	int expected = QUEUE_IDLE;
 
 	__atomic_add_fetch(pushing, 1, __ATOMIC_SEQ_CST);
-	/* Before the claim: a child of fork() relists claimed groups. */
-	__atomic_store_n(&pc->group, g, __ATOMIC_RELAXED);
+	/* Before the first claim: a child of fork() relists claimed groups. */
+	if (!__atomic_load_n(&pc->group, __ATOMIC_RELAXED))
+		__atomic_store_n(&pc->group, g, __ATOMIC_RELAXED);
 	if (__atomic_compare_exchange_n(&pc->queued, &expected, QUEUE_LISTED,
 					false, __ATOMIC_SEQ_CST,
 					__ATOMIC_RELAXED)) {

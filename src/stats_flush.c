@@ -403,6 +403,23 @@ void stats_flush_subtree(struct tally_stats_tree *t,
 	}
 }
 
+void stats_flush_init(struct tally_stats_tree *t)
+{
+	pthread_mutex_init(&t->flush_lock, NULL);
+}
+
+void stats_flush_fini(struct tally_stats_tree *t)
+{
+	pthread_mutex_destroy(&t->flush_lock);
+}
+
+/* Each pass keeps group pointers only while it holds flush_lock. */
+void stats_flush_quiesce(struct tally_stats_tree *t)
+{
+	pthread_mutex_lock(&t->flush_lock);
+	pthread_mutex_unlock(&t->flush_lock);
+}
+
 /* --- fork --------------------------------------------------------------- */
 
 void stats_flush_fork_prepare(struct tally_stats_tree *t)

@@ -332,14 +332,10 @@ int tally_stats_group_destroy(struct tally_stats_group *g)
 	stats_count_info(&t->info.groups, (uint64_t)-1);
 	pthread_rwlock_unlock(&t->topo_lock);
 
-	/*
-	 * After this flush g is linked on no CPU and, once flush_lock was
-	 * taken once more, no flusher holds it: each pass keeps group
-	 * pointers only while it holds flush_lock.
-	 */
+	/* After this flush and the quiesce, g is linked on no CPU and no
+	 * flusher holds it. */
 	stats_flush_subtree(t, g);
-	pthread_mutex_lock(&t->flush_lock);
-	pthread_mutex_unlock(&t->flush_lock);
+	stats_flush_quiesce(t);
 	if (t->ops->retire)
 		t->ops->retire(g);
 	g->magic = STATS_GROUP_DEAD;

@@ -270,6 +270,10 @@ static inline bool stats_updates_fence(void)
 /* Flush @g's subtree on every CPU; never fails, never allocates. */
 void stats_flush_subtree(struct tally_stats_tree *t,
 			 struct tally_stats_group *g);
+void stats_flush_init(struct tally_stats_tree *t);
+void stats_flush_fini(struct tally_stats_tree *t);
+/* Return once no flush pass that started before still runs. */
+void stats_flush_quiesce(struct tally_stats_tree *t);
 void stats_flush_fork_prepare(struct tally_stats_tree *t);
 void stats_flush_fork_parent(struct tally_stats_tree *t);
 void stats_flush_fork_child(struct tally_stats_tree *t);

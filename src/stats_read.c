@@ -137,7 +137,20 @@ static void tally_fork_child(struct tally_stats_tree *t)
 	stats_for_each_group(t, forget_share, NULL);
 }
 
+static int tally_init(struct tally_stats_tree *t)
+{
+	pthread_mutex_init(&t->coord_lock, NULL);
+	return 0;
+}
+
+static void tally_fini(struct tally_stats_tree *t)
+{
+	pthread_mutex_destroy(&t->coord_lock);
+}
+
 const struct stats_design_ops stats_design_tally = {
+	.init = tally_init,
+	.fini = tally_fini,
 	.flush = tally_flush,
 	.retire = tally_retire,
 	.fork_prepare = tally_fork_prepare,

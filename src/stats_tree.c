@@ -85,8 +85,7 @@ static void tree_free(struct tally_stats_tree *t)
 		free(t->names[i]);
 	free(t->names);
 	free(t->is_event);
-	pthread_mutex_destroy(&t->flush_lock);
-	pthread_mutex_destroy(&t->coord_lock);
+	stats_flush_fini(t);
 	free(t);
 }
 
@@ -104,11 +103,13 @@ static bool valid_options(const struct tally_stats_options *o)
 	       (!o->batch || (o->batch >= 2 && !(o->batch & (o->batch - 1))));
 }
 
-/* Per-CPU and group memory, once the domain and design are known. */
-static int tree_setup(struct tally_stats_tree *t)
+/* The design, per-CPU and group memory, once the domain is known. */
+static int tree_setup(struct tally_stats_tree *t,
+		      enum tally_stats_design design)
 {
 	int err;
 
+	t->ops = designs[design];
 	if (t->ops->init) {
 		err = t->ops->init(t);
 		if (err)
@@ -119,9 +120,6 @@ static int tree_setup(struct tally_stats_tree *t)
 	t->global_count = tally_percpu_alloc(t->domain, sizeof(long), 0);
 	if (!t->lists || !t->pushing || !t->global_count)
 		return -ENOMEM;
-	err = stats_groups_init(t);
-	if (err)
-		return err;
 	t->root = stats_group_new(t, NULL, "", 0);
 	return t->root ? 0 : -ENOMEM;
 }
@@ -143,11 +141,12 @@ int tally_stats_tree_create(struct tally_stats_tree **out,
 	t = calloc(1, sizeof(*t));
 	if (!t)
 		return -ENOMEM;
-	pthread_mutex_init(&t->flush_lock, NULL);
-	pthread_mutex_init(&t->coord_lock, NULL);
+	stats_flush_init(t);
 	stats_periodic_init(t);
 	t->nr_stats = nr_stats;
-	err = copy_schema(t, schema, nr_stats);
+	err = stats_groups_init(t);
+	if (!err)
+		err = copy_schema(t, schema, nr_stats);
 	if (err)
 		goto fail;
 	t->domain = tally_domain_resolve(o.domain);
@@ -155,7 +154,6 @@ int tally_stats_tree_create(struct tally_stats_tree **out,
 		err = -ENODEV;
 		goto fail;
 	}
-	t->ops = designs[o.design];
 	t->batch = o.batch ? o.batch : DEFAULT_BATCH;
 	t->threshold = t->batch * t->domain->nr_cpus;
 	t->period_ns = o.period_ns ? o.period_ns : DEFAULT_PERIOD_NS;
@@ -164,7 +162,7 @@ int tally_stats_tree_create(struct tally_stats_tree **out,
 	t->simulated = t->domain->simulated;
 	if (!t->simulated)
 		stats_barrier_setup();
-	err = tree_setup(t);
+	err = tree_setup(t, o.design);
 	if (err)
 		goto fail;
 	t->info.groups = 1;

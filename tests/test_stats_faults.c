@@ -1,0 +1,638 @@
+// SPDX-License-Identifier: MIT
+/*
+ * test_stats_faults.c - the statistics tree when the machine gets in the
+ * way: a thread migrated between an update's commit and its threshold
+ * bookkeeping, membarrier() failing (and the TALLY_MEMBARRIER=off switch),
+ * an updater preempted between claiming a group and pushing it, a flush
+ * held between its passes.
+ *
+ * Most tests need the hook points of src/inject.h and are built only with
+ * -DTALLY_INJECT.  A hook that blocks uses a struct blocker: armed once, it
+ * stops the first thread that reaches the point until the test releases
+ * it, so that every later pass goes on.  Tests that change process-wide
+ * state (the fenced update path is a one-way switch) run in a fresh copy
+ * of the test binary (harness_rerun()).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <semaphore.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <tally/stats.h>
+
+#include "harness.h"
+#include "inject.h"
+#include "util.h"
+
+static const struct tally_stat_desc schema[] = {
+	{ "events", TALLY_STAT_EVENT },
+	{ "level", TALLY_STAT_STATE },
+};
+#define NS ((unsigned int)ARRAY_SIZE(schema))
+
+static struct tally_stats_tree *tree_with(const struct tally_stats_options *o)
+{
+	struct tally_stats_tree *t = NULL;
+
+	if (!CHECK_EQ_LONG(tally_stats_tree_create(&t, schema, NS, o), 0))
+		return NULL;
+	return t;
+}
+
+static struct tally_stats_info info_of(const struct tally_stats_tree *t)
+{
+	struct tally_stats_info info;
+
+	memset(&info, 0xff, sizeof(info));
+	CHECK_EQ_LONG(tally_stats_tree_info(t, &info), 0);
+	return info;
+}
+
+static void start(pthread_t *th, void *(*fn)(void *), void *arg)
+{
+	int err = pthread_create(th, NULL, fn, arg);
+
+	if (err) {
+		fprintf(stderr, "pthread_create: %s\n", strerror(err));
+		abort();
+	}
+}
+
+static double thread_cpu_seconds(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* ---- freshness under concurrent updates --------------------------------- */
+
+/*
+ * Writers add 1 to the "events" stat of a leaf, each publishing how many
+ * of its updates completed; readers sum what was published, then force a
+ * read of the leaf's parent: it must show at least that sum (and at most
+ * what was started).  The system domain: rseq updates, real barriers.
+ */
+#define NR_WRITERS 3
+#define NR_READERS 2
+
+struct fresh {
+	struct tally_stats_tree *t;
+	struct tally_stats_group *parent, *leaf;
+	long done[NR_WRITERS] __attribute__((aligned(64)));
+	long reads;
+	long stale, above;
+	int stop;
+};
+
+struct fresh_arg {
+	struct fresh *f;
+	int id;
+};
+
+static long published(struct fresh *f)
+{
+	long sum = 0;
+
+	for (int i = 0; i < NR_WRITERS; i++)
+		sum += __atomic_load_n(&f->done[i], __ATOMIC_ACQUIRE);
+	return sum;
+}
+
+static void *fresh_writer(void *arg)
+{
+	struct fresh_arg *a = arg;
+	struct fresh *f = a->f;
+	long n = 0;
+
+	while (!__atomic_load_n(&f->stop, __ATOMIC_RELAXED)) {
+		tally_stats_mod(f->leaf, 0, 1);
+		__atomic_store_n(&f->done[a->id], ++n, __ATOMIC_RELEASE);
+	}
+	return NULL;
+}
+
+static void *fresh_reader(void *arg)
+{
+	struct fresh *f = ((struct fresh_arg *)arg)->f;
+
+	while (!__atomic_load_n(&f->stop, __ATOMIC_RELAXED)) {
+		long before = published(f), v = -1;
+
+		tally_stats_read(f->parent, 0, TALLY_FLUSH_FORCE, &v, NULL);
+		if (v < before)
+			__atomic_add_fetch(&f->stale, 1, __ATOMIC_RELAXED);
+		if (v > published(f) + NR_WRITERS)
+			__atomic_add_fetch(&f->above, 1, __ATOMIC_RELAXED);
+		__atomic_add_fetch(&f->reads, 1, __ATOMIC_RELAXED);
+	}
+	return NULL;
+}
+
+static long reads_of(struct fresh *f)
+{
+	return __atomic_load_n(&f->reads, __ATOMIC_RELAXED);
+}
+
+/* Let the readers do @n more forced reads. */
+static void fresh_wait_reads(struct fresh *f, long n)
+{
+	long until = reads_of(f) + n;
+
+	while (reads_of(f) < until)
+		usleep(1000);
+}
+
+/*
+ * Run writers and readers for @reads forced reads; when @midway is set,
+ * call it (and let as many reads again follow).  Checks that no read was
+ * stale and that the final value is exact.
+ */
+static void fresh_run(long reads, void (*midway)(void))
+{
+	struct fresh_arg wa[NR_WRITERS], ra[NR_READERS];
+	pthread_t wth[NR_WRITERS], rth[NR_READERS];
+	struct fresh *f = calloc(1, sizeof(*f));
+	struct tally_stats_group *root;
+	long v = -1;
+
+	if (!CHECK(f))
+		return;
+	f->t = tree_with(NULL);
+	if (!f->t) {
+		free(f);
+		return;
+	}
+	root = tally_stats_root(f->t);
+	CHECK_EQ_LONG(tally_stats_group_create(root, "p", &f->parent), 0);
+	CHECK_EQ_LONG(tally_stats_group_create(f->parent, "leaf", &f->leaf),
+		      0);
+	if (harness_test_failed())
+		goto out;
+	for (int i = 0; i < NR_WRITERS; i++) {
+		wa[i] = (struct fresh_arg){ f, i };
+		start(&wth[i], fresh_writer, &wa[i]);
+	}
+	for (int i = 0; i < NR_READERS; i++) {
+		ra[i] = (struct fresh_arg){ f, i };
+		start(&rth[i], fresh_reader, &ra[i]);
+	}
+	fresh_wait_reads(f, reads);
+	if (midway) {
+		midway();
+		fresh_wait_reads(f, reads);
+	}
+	__atomic_store_n(&f->stop, 1, __ATOMIC_RELAXED);
+	for (int i = 0; i < NR_WRITERS; i++)
+		pthread_join(wth[i], NULL);
+	for (int i = 0; i < NR_READERS; i++)
+		pthread_join(rth[i], NULL);
+	CHECK_EQ_LONG(f->stale, 0);
+	CHECK_EQ_LONG(f->above, 0);
+	CHECK_EQ_LONG(tally_stats_read(root, 0, TALLY_FLUSH_FORCE, &v, NULL),
+		      0);
+	CHECK_EQ_LONG(v, published(f));
+	CHECK(info_of(f->t).fenced != 0);
+	if (harness_test_failed())
+		harness_log("%ld forced reads, %ld stale, %ld above, "
+			    "%ld updates", f->reads, f->stale, f->above,
+			    published(f));
+out:
+	tally_stats_tree_destroy(f->t);
+	free(f);
+}
+
+/*
+ * TALLY_MEMBARRIER=off, read at the first tree of the process, makes the
+ * updates fenced from the start; forced reads stay fresh.
+ */
+TEST(membarrier_off_in_the_environment_makes_updates_fenced)
+{
+	static const char *const env[] = { "TALLY_MEMBARRIER=off", NULL };
+	struct tally_stats_tree *t;
+
+	if (!harness_is_child()) {
+		CHECK_EQ_LONG(RERUN_THIS_TEST(env), 0);
+		return;
+	}
+	t = tree_with(NULL);
+	REQUIRE(t);
+	CHECK(info_of(t).fenced != 0);
+	tally_stats_tree_destroy(t);
+	fresh_run(harness_scale(2000), NULL);
+}
+
+#ifdef TALLY_INJECT
+
+/* ---- a blocking hook ------------------------------------------------------ */
+
+struct blocker {
+	int armed;
+	sem_t entered, release;
+};
+
+static void blocker_init(struct blocker *b)
+{
+	b->armed = 1;
+	sem_init(&b->entered, 0, 0);
+	sem_init(&b->release, 0, 0);
+}
+
+static void blocker_fini(struct blocker *b)
+{
+	sem_destroy(&b->entered);
+	sem_destroy(&b->release);
+}
+
+/* The first thread to reach the point waits there for the release. */
+static int block_once(enum tally_inject_point point, void *arg)
+{
+	struct blocker *b = arg;
+
+	(void)point;
+	if (__atomic_exchange_n(&b->armed, 0, __ATOMIC_ACQ_REL)) {
+		sem_post(&b->entered);
+		while (sem_wait(&b->release))
+			;
+	}
+	return 0;
+}
+
+/* Wait up to @secs for a thread to reach the blocker. */
+static bool blocker_wait(struct blocker *b, int secs)
+{
+	struct timespec until;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += secs;
+	while (sem_timedwait(&b->entered, &until))
+		if (errno != EINTR)
+			return false;
+	return true;
+}
+
+/* ---- migration between commit and threshold bookkeeping --------------- */
+
+static int migrate_away(enum tally_inject_point point, void *arg)
+{
+	int cpu = sched_getcpu();
+	unsigned int i = 0;
+
+	(void)point;
+	(void)arg;
+	while (util_allowed_cpu(i) == (unsigned int)cpu)
+		i++;
+	util_pin((int)util_allowed_cpu(i));
+	return 0;
+}
+
+struct migrate_run {
+	struct tally_stats_tree *t;
+	struct tally_stats_group *g;
+	long updates, done;
+};
+
+static void *migrating_updater(void *arg)
+{
+	struct migrate_run *m = arg;
+	unsigned long bound = tally_stats_read_bound(m->t);
+
+	for (long i = 1; i <= m->updates; i++) {
+		long v = -1;
+
+		/*
+		 * First half: every update commits on the first CPU and does
+		 * its bookkeeping on the other; then they alternate.
+		 */
+		if (i < m->updates / 2 || i == m->updates / 2)
+			util_pin((int)util_allowed_cpu(0));
+		tally_stats_mod(m->g, 0, 1);
+		m->done = i;
+		tally_stats_read(m->g, 0, TALLY_FLUSH_IF_NEEDED, &v, NULL);
+		if (!CHECK_LE_LONG(i - v, (long)bound)) {
+			harness_log("after %ld updates: if-needed read %ld",
+				    i, v);
+			break;
+		}
+	}
+	return NULL;
+}
+
+/*
+ * Every update is migrated to another CPU right after its commit: the
+ * threshold count it left on the old CPU must still reach the group, or
+ * the if-needed read never flushes.
+ */
+TEST(migration_after_commit_keeps_if_needed_reads_within_the_bound)
+{
+	struct migrate_run m = { .updates = harness_scale(20000) };
+	pthread_t th;
+	long v = -1;
+
+	if (util_nr_allowed() < 2) {
+		harness_log("note: one allowed CPU, nothing to migrate to");
+		return;
+	}
+	m.t = tree_with(NULL);
+	REQUIRE(m.t);
+	REQUIRE(tally_stats_group_create(tally_stats_root(m.t), "g", &m.g) ==
+		0);
+	tally_inject_set(TALLY_INJECT_STATS_AFTER_COMMIT, migrate_away, NULL);
+	start(&th, migrating_updater, &m);
+	pthread_join(th, NULL);
+	tally_inject_set(TALLY_INJECT_STATS_AFTER_COMMIT, NULL, NULL);
+	CHECK_EQ_LONG(tally_stats_read(m.g, 0, TALLY_FLUSH_FORCE, &v, NULL), 0);
+	CHECK_EQ_LONG(v, m.done);
+	tally_stats_tree_destroy(m.t);
+}
+
+/* ---- membarrier failures ---------------------------------------------- */
+
+static int fail_private, fail_global;
+
+static int membarrier_fails(enum tally_inject_point point, void *arg)
+{
+	return __atomic_load_n((int *)arg, __ATOMIC_RELAXED) ? ENOMEM : 0;
+}
+
+static void private_starts_failing(void)
+{
+	__atomic_store_n(&fail_private, 1, __ATOMIC_RELAXED);
+}
+
+/*
+ * In a fresh process (the switch to fenced updates is for good), with
+ * TALLY_MEMBARRIER unset: membarrier(PRIVATE_EXPEDITED) starts failing
+ * while writers update and readers force reads; membarrier(GLOBAL) fails
+ * too when @global_fails, leaving mprotect() to make the switch safe.
+ * No forced read may be stale, before, during or after the switch.
+ */
+static void membarrier_failure_run(const char *test, bool global_fails)
+{
+	static const char *const env[] = { "TALLY_MEMBARRIER=", NULL };
+
+	if (!harness_is_child()) {
+		CHECK_EQ_LONG(harness_rerun(test, env), 0);
+		return;
+	}
+	fail_global = global_fails;
+	tally_inject_set(TALLY_INJECT_MEMBARRIER, membarrier_fails,
+			 &fail_private);
+	tally_inject_set(TALLY_INJECT_MEMBARRIER_GLOBAL, membarrier_fails,
+			 &fail_global);
+	fresh_run(harness_scale(1000), private_starts_failing);
+	/* A tree created after the switch is fenced too. */
+	fresh_run(harness_scale(500), NULL);
+	tally_inject_set(TALLY_INJECT_MEMBARRIER, NULL, NULL);
+	tally_inject_set(TALLY_INJECT_MEMBARRIER_GLOBAL, NULL, NULL);
+}
+
+TEST(failed_membarrier_switches_to_fenced_updates_via_global_membarrier)
+{
+	membarrier_failure_run(__func__ + sizeof("test_") - 1, false);
+}
+
+TEST(failed_membarriers_switch_to_fenced_updates_via_mprotect)
+{
+	membarrier_failure_run(__func__ + sizeof("test_") - 1, true);
+}
+
+/* ---- an updater preempted in its push ------------------------------------ */
+
+struct push_run {
+	struct tally_stats_group *g;
+	bool simulated;
+	int released;
+	long value;
+	bool released_before_return;
+	double wall, cpu;
+};
+
+static void *blocked_updater(void *arg)
+{
+	struct push_run *p = arg;
+
+	if (p->simulated)
+		tally_stats_mod_cpu(p->g, 3, 0, 5);
+	else
+		tally_stats_mod(p->g, 0, 5);
+	return NULL;
+}
+
+static void *waiting_reader(void *arg)
+{
+	struct push_run *p = arg;
+	double wall = harness_now(), cpu = thread_cpu_seconds();
+
+	p->value = -1;
+	tally_stats_read(tally_stats_group_parent(p->g), 0, TALLY_FLUSH_FORCE,
+			 &p->value, NULL);
+	p->released_before_return =
+		__atomic_load_n(&p->released, __ATOMIC_ACQUIRE);
+	p->cpu = thread_cpu_seconds() - cpu;
+	p->wall = harness_now() - wall;
+	return NULL;
+}
+
+/*
+ * An updater stops for half a second between claiming its group and
+ * pushing it.  A forced read meanwhile must wait for the push without
+ * burning its CPU (it sleeps on a futex after a short spin), then return
+ * the update.
+ */
+static void push_wait_run(struct tally_domain *d)
+{
+	struct tally_stats_options o = { .domain = d };
+	struct push_run p = { .simulated = d != NULL };
+	struct tally_stats_tree *t = tree_with(&o);
+	struct tally_stats_group *a;
+	struct blocker b;
+	pthread_t up, rd;
+
+	REQUIRE(t);
+	REQUIRE(tally_stats_group_create(tally_stats_root(t), "a", &a) == 0);
+	REQUIRE(tally_stats_group_create(a, "b", &p.g) == 0);
+	blocker_init(&b);
+	tally_inject_set(TALLY_INJECT_STATS_IN_PUSH, block_once, &b);
+	start(&up, blocked_updater, &p);
+	if (!CHECK(blocker_wait(&b, 60))) {
+		harness_log("the update never reached its push");
+		tally_inject_set(TALLY_INJECT_STATS_IN_PUSH, NULL, NULL);
+		pthread_join(up, NULL);
+		goto out;
+	}
+	start(&rd, waiting_reader, &p);
+	usleep(500000);
+	__atomic_store_n(&p.released, 1, __ATOMIC_RELEASE);
+	sem_post(&b.release);
+	pthread_join(rd, NULL);
+	pthread_join(up, NULL);
+	tally_inject_set(TALLY_INJECT_STATS_IN_PUSH, NULL, NULL);
+	CHECK_EQ_LONG(p.value, 5);
+	CHECK(p.released_before_return);
+	if (!CHECK(p.cpu < p.wall / 5))
+		harness_log("%s: the reader used %.3f s of CPU in %.3f s",
+			    d ? "simulated" : "system", p.cpu, p.wall);
+out:
+	blocker_fini(&b);
+	tally_stats_tree_destroy(t);
+}
+
+TEST(flusher_sleeps_while_an_updater_is_preempted_in_its_push)
+{
+	struct tally_domain *d = util_domain(8);
+
+	push_wait_run(NULL);
+	push_wait_run(d);
+	tally_domain_destroy(d);
+}
+
+/* ---- a flush held between its passes ------------------------------------- */
+
+struct fake_clock {
+	uint64_t now;
+};
+
+static uint64_t fake_now(void *arg)
+{
+	return __atomic_load_n(&((struct fake_clock *)arg)->now,
+			       __ATOMIC_RELAXED);
+}
+
+static void *flusher(void *arg)
+{
+	CHECK_EQ_LONG(tally_stats_flush(arg), 0);
+	return NULL;
+}
+
+/*
+ * Linux 6.1 design: a periodic tick that finds another flush running
+ * skips its own and must say so (0), not claim it flushed (1).
+ */
+TEST(linux61_periodic_tick_that_skips_the_flush_returns_0)
+{
+	enum { PERIOD = 1000000 };
+	struct fake_clock clk = { 1000000000000ull };
+	struct tally_stats_options o = {
+		.design = TALLY_DESIGN_LINUX61,
+		.period_ns = PERIOD,
+		.clock = fake_now,
+		.clock_arg = &clk,
+	};
+	struct tally_stats_tree *t = tree_with(&o);
+	struct tally_stats_group *root;
+	uint64_t skipped;
+	struct blocker b;
+	pthread_t th;
+	long v = -1;
+
+	REQUIRE(t);
+	root = tally_stats_root(t);
+	tally_stats_mod(root, 1, 3);
+	blocker_init(&b);
+	tally_inject_set(TALLY_INJECT_FLUSH_BETWEEN_PASSES, block_once, &b);
+	start(&th, flusher, root);
+	if (CHECK(blocker_wait(&b, 60))) {
+		__atomic_store_n(&clk.now, clk.now + 10 * PERIOD,
+				 __ATOMIC_RELAXED);
+		skipped = info_of(t).skipped;
+		CHECK_EQ_LONG(tally_stats_periodic_tick(t), 0);
+		CHECK_EQ_ULONG(info_of(t).skipped, skipped + 1);
+		sem_post(&b.release);
+	}
+	pthread_join(th, NULL);
+	tally_inject_set(TALLY_INJECT_FLUSH_BETWEEN_PASSES, NULL, NULL);
+	/* Nothing in the way now: the tick is due and flushes. */
+	CHECK_EQ_LONG(tally_stats_periodic_tick(t), 1);
+	CHECK_EQ_LONG(tally_stats_read(root, 1, TALLY_FLUSH_NONE, &v, NULL), 0);
+	CHECK_EQ_LONG(v, 3);
+	blocker_fini(&b);
+	tally_stats_tree_destroy(t);
+}
+
+struct create_run {
+	struct tally_stats_group *parent, *out;
+	int err;
+	sem_t done;
+};
+
+static void *destroyer(void *arg)
+{
+	struct create_run *c = arg;
+
+	c->err = tally_stats_group_destroy(c->parent);
+	return NULL;
+}
+
+static void *creator(void *arg)
+{
+	struct create_run *c = arg;
+
+	c->err = tally_stats_group_create(c->parent, "late", &c->out);
+	sem_post(&c->done);
+	return NULL;
+}
+
+/*
+ * A group created under a parent whose destroy is in progress (held in
+ * its flush) is refused with -EINVAL, at once: the parent is on its way
+ * out, and a create that waited for the destroy would find it freed.
+ */
+TEST(create_under_a_parent_being_destroyed_is_einval)
+{
+	struct tally_stats_tree *t = tree_with(NULL);
+	struct create_run d = { 0 }, c = { 0 };
+	struct tally_stats_group *found;
+	struct timespec until;
+	struct blocker b;
+	pthread_t dth, cth;
+	bool created;
+	long v = -1;
+
+	REQUIRE(t);
+	REQUIRE(tally_stats_group_create(tally_stats_root(t), "p", &d.parent) ==
+		0);
+	tally_stats_mod(d.parent, 0, 2);
+	c.parent = d.parent;
+	c.out = (struct tally_stats_group *)&c;
+	sem_init(&c.done, 0, 0);
+	blocker_init(&b);
+	tally_inject_set(TALLY_INJECT_FLUSH_BETWEEN_PASSES, block_once, &b);
+	start(&dth, destroyer, &d);
+	if (!CHECK(blocker_wait(&b, 60))) {
+		harness_log("the destroy never flushed the group");
+		goto join;
+	}
+	start(&cth, creator, &c);
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 30;
+	created = !sem_timedwait(&c.done, &until);
+	if (!CHECK(created))
+		harness_log("the create waited for the destroy");
+	sem_post(&b.release);
+	pthread_join(cth, NULL);
+	CHECK_EQ_LONG(c.err, -EINVAL);
+	CHECK(c.out == (struct tally_stats_group *)&c);
+join:
+	pthread_join(dth, NULL);
+	tally_inject_set(TALLY_INJECT_FLUSH_BETWEEN_PASSES, NULL, NULL);
+	CHECK_EQ_LONG(d.err, 0);
+	CHECK_EQ_LONG(tally_stats_group_find(t, "p", &found), -ENOENT);
+	CHECK_EQ_ULONG(info_of(t).groups, 1);
+	/* The destroyed group's update stays in the root. */
+	CHECK_EQ_LONG(tally_stats_read(tally_stats_root(t), 0,
+				       TALLY_FLUSH_FORCE, &v, NULL), 0);
+	CHECK_EQ_LONG(v, 2);
+	blocker_fini(&b);
+	sem_destroy(&c.done);
+	tally_stats_tree_destroy(t);
+}
+
+#endif /* TALLY_INJECT */

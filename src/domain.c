@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <tally/percpu.h>
 #include "domain_internal.h"
 
 /* Arities (leaf level first) per order; each row multiplies to 2^order. */
@@ -121,14 +122,13 @@ static struct tally_domain *domain_alloc(unsigned int nr_cpus, bool simulated)
 	d->nr_cpus = nr_cpus;
 	d->order = order_of(nr_cpus);
 	d->simulated = simulated;
-	pthread_mutex_init(&d->alloc_lock, NULL);
+	tally_percpu_pool_init(&d->pool, nr_cpus);
 	return d;
 }
 
 static void domain_free(struct tally_domain *d)
 {
-	tally_percpu_release_all(d);
-	pthread_mutex_destroy(&d->alloc_lock);
+	tally_percpu_pool_release(&d->pool);
 	free(d->cpu_pos);
 	free(d);
 }
@@ -469,6 +469,23 @@ struct tally_domain *tally_domain_system(void)
 struct tally_domain *tally_domain_resolve(struct tally_domain *d)
 {
 	return d ? d : tally_domain_system();
+}
+
+void *tally_percpu_alloc(struct tally_domain *d, size_t size, size_t align)
+{
+	d = tally_domain_resolve(d);
+	if (!d) {
+		errno = EINVAL;
+		return NULL;
+	}
+	return tally_percpu_pool_alloc(&d->pool, size, align);
+}
+
+void tally_percpu_free(struct tally_domain *d, void *ptr)
+{
+	d = tally_domain_resolve(d);
+	if (d)
+		tally_percpu_pool_free(&d->pool, ptr);
 }
 
 void tally_domain_destroy(struct tally_domain *d)

@@ -28,6 +28,9 @@
 #include <tally/counter.h>
 #include "domain_internal.h"
 
+/* Most counters of one tally_counter_init_many(). */
+#define MAX_MANY (TALLY_PERCPU_UNIT / sizeof(long))
+
 static bool valid_batch(unsigned long batch)
 {
 	return batch >= 2 && !(batch & (batch - 1));
@@ -101,8 +104,11 @@ int tally_counter_init_many(struct tally_counter *c, void *items, size_t nr,
 	unsigned int owns = TALLY_COUNTER_OWNS_PERCPU;
 	long *level0;
 
-	if (!c || !nr || nr > TALLY_PERCPU_UNIT / sizeof(long) ||
-	    !valid_batch(batch) || ((uintptr_t)items & 63))
+	/* A failed init leaves counters that destroy ignores. */
+	if (c && nr)
+		memset(c, 0, (nr <= MAX_MANY ? nr : 1) * sizeof(*c));
+	if (!c || !nr || nr > MAX_MANY || !valid_batch(batch) ||
+	    ((uintptr_t)items & 63))
 		return -EINVAL;
 	d = tally_domain_resolve(d);
 	if (!d)

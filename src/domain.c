@@ -16,13 +16,18 @@
  * most 5 levels, the arities multiplying to 2^order.  Building a domain
  * costs O(nr_cpus log nr_cpus) once; lookups are O(1).
  */
+#define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
+#include <tally/percpu.h>
 #include "domain_internal.h"
 
 /* Arities (leaf level first) per order; each row multiplies to 2^order. */
@@ -121,14 +126,13 @@ static struct tally_domain *domain_alloc(unsigned int nr_cpus, bool simulated)
 	d->nr_cpus = nr_cpus;
 	d->order = order_of(nr_cpus);
 	d->simulated = simulated;
-	pthread_mutex_init(&d->alloc_lock, NULL);
+	tally_percpu_pool_init(&d->pool, nr_cpus);
 	return d;
 }
 
 static void domain_free(struct tally_domain *d)
 {
-	tally_percpu_release_all(d);
-	pthread_mutex_destroy(&d->alloc_lock);
+	tally_percpu_pool_release(&d->pool);
 	free(d->cpu_pos);
 	free(d);
 }
@@ -405,6 +409,8 @@ int tally_domain_create_from_sysfs(struct tally_domain **out,
 
 /* --- the system domain -------------------------------------------------- */
 
+#define SYSFS "/sys/devices/system"
+
 static struct tally_domain *system_domain;
 static int system_domain_err;
 static pthread_once_t system_once = PTHREAD_ONCE_INIT;
@@ -422,30 +428,79 @@ static long possible_cpus(const char *root)
 	return nr < 0 ? -EINVAL : nr;
 }
 
+/* Highest set bit + 1 of a CPU mask of @len bytes, or 0. */
+static long mask_top(const unsigned long *mask, size_t len)
+{
+	for (size_t i = len / sizeof(*mask); i-- > 0;)
+		if (mask[i])
+			return (long)(i * 64 + 64 - (size_t)__builtin_clzl(mask[i]));
+	return 0;
+}
+
+/*
+ * The CPU numbers this process can see without sysfs: the configured
+ * count, the highest CPU of the affinity mask, the CPU it runs on.  With
+ * @width, also the width of the kernel's CPU masks, which bounds every CPU
+ * number the kernel can ever report (the raw sched_getaffinity() returns
+ * how many bytes of mask the kernel has).
+ */
+static long kernel_cpus(bool width)
+{
+	long nr = sysconf(_SC_NPROCESSORS_CONF), here = sched_getcpu() + 1;
+	size_t len = 128;
+	unsigned long *mask = NULL;
+
+	for (; len <= (1u << MAX_ORDER) / 8; len *= 2) {
+		long got;
+
+		free(mask);
+		mask = malloc(len);
+		if (!mask)
+			break;
+		got = syscall(SYS_sched_getaffinity, 0, len, mask);
+		if (got > 0) {
+			if (width && got * 8 > nr)
+				nr = got * 8;
+			if (mask_top(mask, (size_t)got) > nr)
+				nr = mask_top(mask, (size_t)got);
+			break;
+		}
+	}
+	free(mask);
+	return here > nr ? here : nr;
+}
+
+/*
+ * Slots for every CPU the kernel may report, whatever a fixture claims:
+ * the real possible list (the kernel never reports a CPU beyond it) or,
+ * when /sys cannot be read, the kernel's CPU mask width; and at least the
+ * CPUs seen at work.  So the rseq cpu_id of any thread, now or later,
+ * always names a slot: the update paths need no bounds check.
+ */
 static void build_system_domain(void)
 {
-	static const char sysfs[] = "/sys/devices/system";
 	const char *root = getenv("TALLY_SYSFS_ROOT");
+	long nr = possible_cpus(SYSFS), seen;
 	struct tally_domain *d;
-	long nr;
 
-	if (!root || !*root)
-		root = sysfs;
-	nr = possible_cpus(root);
-	if (nr < 0) {
-		system_domain_err = (int)-nr;
-		return;
+	seen = kernel_cpus(nr < 0);
+	if (root && *root) {
+		long claimed = possible_cpus(root);
+
+		if (claimed < 0) {
+			system_domain_err = (int)-claimed;
+			return;
+		}
+		if (claimed > nr)
+			nr = claimed;
+	} else {
+		root = SYSFS;
 	}
-	/*
-	 * A sysfs root of another machine (tests) shapes the tree, but rseq
-	 * updates still land on this machine's CPU numbers: keep a slot for
-	 * each of them.
-	 */
-	if (root != sysfs) {
-		long here = possible_cpus(sysfs);
-
-		if (here > nr)
-			nr = here;
+	if (seen > nr)
+		nr = seen;
+	if (nr > 1l << MAX_ORDER) {
+		system_domain_err = ERANGE;
+		return;
 	}
 	d = domain_alloc((unsigned int)nr, false);
 	if (!d) {
@@ -469,6 +524,23 @@ struct tally_domain *tally_domain_system(void)
 struct tally_domain *tally_domain_resolve(struct tally_domain *d)
 {
 	return d ? d : tally_domain_system();
+}
+
+void *tally_percpu_alloc(struct tally_domain *d, size_t size, size_t align)
+{
+	d = tally_domain_resolve(d);
+	if (!d) {
+		errno = EINVAL;
+		return NULL;
+	}
+	return tally_percpu_pool_alloc(&d->pool, size, align);
+}
+
+void tally_percpu_free(struct tally_domain *d, void *ptr)
+{
+	d = tally_domain_resolve(d);
+	if (d)
+		tally_percpu_pool_free(&d->pool, ptr);
 }
 
 void tally_domain_destroy(struct tally_domain *d)

@@ -2,11 +2,10 @@
 #ifndef TALLY_DOMAIN_INTERNAL_H
 #define TALLY_DOMAIN_INTERNAL_H
 
-#include <pthread.h>
 #include <stdbool.h>
 #include <tally/domain.h>
 
-struct tally_percpu_chunk;
+#include "percpu_internal.h"
 
 struct tally_domain {
 	unsigned int nr_cpus;		/* slots: highest CPU id + 1 */
@@ -23,16 +22,11 @@ struct tally_domain {
 	unsigned int nr_items;
 	unsigned int *cpu_pos;			/* leaf position per CPU */
 
-	/* Per-CPU allocator (percpu.c). */
-	pthread_mutex_t alloc_lock;
-	struct tally_percpu_chunk *chunks;
+	struct tally_percpu_pool pool;		/* nr_cpus units */
 };
 
 /* The system domain, or NULL with errno set; built once. */
 struct tally_domain *tally_domain_resolve(struct tally_domain *d);
-
-/* Unmap every chunk of @d (percpu.c). */
-void tally_percpu_release_all(struct tally_domain *d);
 
 /* Item index of @cpu at tree level @level (0 = leaf items). */
 static inline unsigned int tally_domain_item(const struct tally_domain *d,

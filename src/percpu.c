@@ -12,10 +12,19 @@
  * and every free granule is zero in every unit (freeing clears it), so an
  * allocation needs no clearing and untouched pages stay unmapped.
  *
- * Costs: alloc and free take the domain's mutex and scan the bitmaps of
- * its chunks, O(chunks x UNIT/8); free also clears nr_cpus copies.  Neither
- * is on an update path.  Units are mapped lazily, so a CPU's unit gets its
- * pages from the first CPU that writes them (the CPU itself, for updates).
+ * Costs: alloc and free take the pool's mutex and scan the bitmaps of
+ * its chunks, O(chunks x UNIT/8); free also clears nr_units copies.
+ * Neither is on an update path.  Units are mapped lazily, so a CPU's unit
+ * gets its pages from the first CPU that writes them (the CPU itself, for
+ * updates).
+ *
+ * fork(): every live pool is in a registry; the handlers installed at load
+ * time take the registry lock, then each pool's lock, before fork, and the
+ * child re-initialises them all, so a thread that was allocating in the
+ * parent cannot leave the child's allocator locked.  Being installed
+ * before any statistics tree installs its own handlers, they run after the
+ * tree's prepare handler: a tree takes its topology lock, then allocates,
+ * and fork takes the locks in that same order.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -24,7 +33,7 @@
 #include <sys/mman.h>
 
 #include <tally/percpu.h>
-#include "domain_internal.h"
+#include "percpu_internal.h"
 
 #define GRANULE 8u
 #define NR_GRANULES (TALLY_PERCPU_UNIT / GRANULE)
@@ -82,10 +91,10 @@ static long find_run(const struct tally_percpu_chunk *ch, size_t n,
 	return -1;
 }
 
-static struct tally_percpu_chunk *chunk_new(struct tally_domain *d)
+static struct tally_percpu_chunk *chunk_new(struct tally_percpu_pool *pool)
 {
 	struct tally_percpu_chunk *ch = calloc(1, sizeof(*ch));
-	size_t size = (size_t)d->nr_cpus * TALLY_PERCPU_UNIT;
+	size_t size = (size_t)pool->nr_units * TALLY_PERCPU_UNIT;
 
 	if (!ch)
 		return NULL;
@@ -98,21 +107,21 @@ static struct tally_percpu_chunk *chunk_new(struct tally_domain *d)
 	ch->map_size = size;
 	ch->nr_free = NR_GRANULES;
 	ch->no_fit = 0;
-	ch->next = d->chunks;
-	d->chunks = ch;
+	ch->next = pool->chunks;
+	pool->chunks = ch;
 	return ch;
 }
 
-void *tally_percpu_alloc(struct tally_domain *d, size_t size, size_t align)
+void *tally_percpu_pool_alloc(struct tally_percpu_pool *pool, size_t size,
+			      size_t align)
 {
 	struct tally_percpu_chunk *ch;
 	size_t n, step;
 	long first = -1;
 
-	d = tally_domain_resolve(d);
 	if (!align)
 		align = GRANULE;
-	if (!d || !size || size > TALLY_PERCPU_UNIT || align > 4096 ||
+	if (!size || size > TALLY_PERCPU_UNIT || align > 4096 ||
 	    (align & (align - 1))) {
 		errno = EINVAL;
 		return NULL;
@@ -120,8 +129,8 @@ void *tally_percpu_alloc(struct tally_domain *d, size_t size, size_t align)
 	n = (size + GRANULE - 1) / GRANULE;
 	step = align > GRANULE ? align / GRANULE : 1;
 
-	pthread_mutex_lock(&d->alloc_lock);
-	for (ch = d->chunks; ch; ch = ch->next) {
+	pthread_mutex_lock(&pool->lock);
+	for (ch = pool->chunks; ch; ch = ch->next) {
 		if (ch->nr_free < n || (ch->no_fit && n >= ch->no_fit))
 			continue;
 		first = find_run(ch, n, step);
@@ -132,12 +141,12 @@ void *tally_percpu_alloc(struct tally_domain *d, size_t size, size_t align)
 			ch->no_fit = n;
 	}
 	if (!ch) {
-		ch = chunk_new(d);
+		ch = chunk_new(pool);
 		if (ch)
 			first = find_run(ch, n, step);
 	}
 	if (!ch || first < 0) {
-		pthread_mutex_unlock(&d->alloc_lock);
+		pthread_mutex_unlock(&pool->lock);
 		errno = ENOMEM;
 		return NULL;
 	}
@@ -145,20 +154,19 @@ void *tally_percpu_alloc(struct tally_domain *d, size_t size, size_t align)
 		assign_bit(ch->used, (size_t)first + i, true);
 	assign_bit(ch->start, (size_t)first, true);
 	ch->nr_free -= n;
-	pthread_mutex_unlock(&d->alloc_lock);
+	pthread_mutex_unlock(&pool->lock);
 	return ch->base + (size_t)first * GRANULE;
 }
 
-void tally_percpu_free(struct tally_domain *d, void *ptr)
+void tally_percpu_pool_free(struct tally_percpu_pool *pool, void *ptr)
 {
 	struct tally_percpu_chunk *ch;
 	size_t first, n = 0;
 
-	d = tally_domain_resolve(d);
-	if (!ptr || !d)
+	if (!ptr)
 		return;
-	pthread_mutex_lock(&d->alloc_lock);
-	for (ch = d->chunks; ch; ch = ch->next)
+	pthread_mutex_lock(&pool->lock);
+	for (ch = pool->chunks; ch; ch = ch->next)
 		if ((char *)ptr >= ch->base &&
 		    (char *)ptr < ch->base + TALLY_PERCPU_UNIT)
 			break;
@@ -173,17 +181,76 @@ void tally_percpu_free(struct tally_domain *d, void *ptr)
 		assign_bit(ch->used, first + n, false);
 		n++;
 	}
-	for (unsigned int cpu = 0; cpu < d->nr_cpus; cpu++)
+	for (unsigned int cpu = 0; cpu < pool->nr_units; cpu++)
 		memset(tally_percpu_ptr(ptr, cpu), 0, n * GRANULE);
 	ch->nr_free += n;
 	ch->no_fit = 0;
 out:
-	pthread_mutex_unlock(&d->alloc_lock);
+	pthread_mutex_unlock(&pool->lock);
 }
 
-void tally_percpu_release_all(struct tally_domain *d)
+/* --- registry of live pools, for fork ------------------------------------ */
+
+static pthread_mutex_t pools_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct tally_percpu_pool *pools;
+
+void tally_percpu_pool_init(struct tally_percpu_pool *pool,
+			    unsigned int nr_units)
 {
-	struct tally_percpu_chunk *ch = d->chunks;
+	pthread_mutex_init(&pool->lock, NULL);
+	pool->chunks = NULL;
+	pool->nr_units = nr_units;
+	pool->prev = NULL;
+	pthread_mutex_lock(&pools_lock);
+	pool->next = pools;
+	if (pools)
+		pools->prev = pool;
+	pools = pool;
+	pthread_mutex_unlock(&pools_lock);
+}
+
+static void fork_prepare(void)
+{
+	pthread_mutex_lock(&pools_lock);
+	for (struct tally_percpu_pool *p = pools; p; p = p->next)
+		pthread_mutex_lock(&p->lock);
+}
+
+static void fork_parent(void)
+{
+	for (struct tally_percpu_pool *p = pools; p; p = p->next)
+		pthread_mutex_unlock(&p->lock);
+	pthread_mutex_unlock(&pools_lock);
+}
+
+/*
+ * A mutex taken before fork is owned by the parent's thread: the child
+ * initialises a fresh one rather than unlocking one it does not own.
+ */
+static void fork_child(void)
+{
+	for (struct tally_percpu_pool *p = pools; p; p = p->next)
+		pthread_mutex_init(&p->lock, NULL);
+	pthread_mutex_init(&pools_lock, NULL);
+}
+
+__attribute__((constructor)) static void install_fork_handlers(void)
+{
+	pthread_atfork(fork_prepare, fork_parent, fork_child);
+}
+
+void tally_percpu_pool_release(struct tally_percpu_pool *pool)
+{
+	struct tally_percpu_chunk *ch = pool->chunks;
+
+	pthread_mutex_lock(&pools_lock);
+	if (pool->prev)
+		pool->prev->next = pool->next;
+	else
+		pools = pool->next;
+	if (pool->next)
+		pool->next->prev = pool->prev;
+	pthread_mutex_unlock(&pools_lock);
 
 	while (ch) {
 		struct tally_percpu_chunk *next = ch->next;
@@ -192,5 +259,6 @@ void tally_percpu_release_all(struct tally_domain *d)
 		free(ch);
 		ch = next;
 	}
-	d->chunks = NULL;
+	pool->chunks = NULL;
+	pthread_mutex_destroy(&pool->lock);
 }

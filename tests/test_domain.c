@@ -10,7 +10,9 @@
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sched.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -537,4 +539,111 @@ TEST(without_a_possible_list_system_counters_fail_with_enodev)
 	errno = 0;
 	CHECK(tally_percpu_alloc(NULL, 8, 0) == NULL);
 	CHECK_EQ_LONG(errno, EINVAL);
+}
+
+/*
+ * Counters left as garbage (like a stack variable) whose init failed:
+ * destroying them must be harmless.  -ENODEV comes from a sysfs root
+ * without a possible list (checked in a fresh copy of this binary),
+ * -EINVAL from bad arguments.
+ */
+TEST(destroy_after_a_failed_init_is_harmless)
+{
+	struct tally_counter c[3];
+
+	if (!harness_is_child()) {
+		char root[] = "/tmp/tally-empty-XXXXXX";
+		char var[64];
+		const char *env[] = { var, NULL };
+
+		REQUIRE(mkdtemp(root));
+		snprintf(var, sizeof(var), "TALLY_SYSFS_ROOT=%s", root);
+		CHECK_EQ_LONG(RERUN_THIS_TEST(env), 0);
+		rmdir(root);
+		memset(c, 0xa5, sizeof(c));
+		CHECK_EQ_LONG(tally_counter_init(&c[0], NULL, 3), -EINVAL);
+		tally_counter_destroy(&c[0]);
+		memset(c, 0xa5, sizeof(c));
+		CHECK_EQ_LONG(tally_counter_init_many(c, NULL, 3, NULL, 0),
+			      -EINVAL);
+		tally_counter_destroy_many(c, 3);
+		memset(c, 0xa5, sizeof(c));
+		CHECK_EQ_LONG(tally_counter_init_many(c, NULL, (size_t)-1,
+						      NULL, 32),
+			      -EINVAL);
+		tally_counter_destroy_many(c, (size_t)-1);
+		return;
+	}
+	memset(c, 0xa5, sizeof(c));
+	CHECK_EQ_LONG(tally_counter_init(&c[0], NULL, 32), -ENODEV);
+	tally_counter_destroy(&c[0]);
+	memset(c, 0xa5, sizeof(c));
+	CHECK_EQ_LONG(tally_counter_init_many(c, NULL, 3, NULL, 32), -ENODEV);
+	tally_counter_destroy_many(c, 3);
+	/* Twice is harmless too. */
+	tally_counter_destroy_many(c, 3);
+}
+
+/* Make /sys/devices/system/cpu an empty directory for this process. */
+static bool hide_sysfs_cpus(void)
+{
+	if (unshare(CLONE_NEWNS) &&
+	    unshare(CLONE_NEWUSER | CLONE_NEWNS))
+		return false;
+	return !mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) &&
+	       !mount("tally", "/sys/devices/system/cpu", "tmpfs", 0, NULL);
+}
+
+/*
+ * A fixture claiming one CPU while the real sysfs cannot be read: the
+ * system domain must still have a slot for every CPU the thread can run
+ * on, or adds would write past the per-CPU memory.  Checked in a fresh
+ * copy of this binary with the real list hidden by a private mount (when
+ * the process may not mount, the real list still floors the count).
+ */
+TEST(system_domain_has_a_slot_for_every_cpu_whatever_sysfs_claims)
+{
+	unsigned int last = util_allowed_cpu(util_nr_allowed() - 1);
+	struct tally_counter c;
+	long sum = 0;
+
+	if (!harness_is_child()) {
+		char root[] = "/tmp/tally-one-cpu-XXXXXX";
+		char dir[64], file[80], var[64];
+		const char *env[] = { var, NULL };
+		FILE *f;
+
+		REQUIRE(mkdtemp(root));
+		snprintf(dir, sizeof(dir), "%s/cpu", root);
+		snprintf(file, sizeof(file), "%s/possible", dir);
+		REQUIRE(mkdir(dir, 0700) == 0);
+		f = fopen(file, "w");
+		REQUIRE(f);
+		fputs("0\n", f);
+		fclose(f);
+		snprintf(var, sizeof(var), "TALLY_SYSFS_ROOT=%s", root);
+		CHECK_EQ_LONG(RERUN_THIS_TEST(env), 0);
+		unlink(file);
+		rmdir(dir);
+		rmdir(root);
+		return;
+	}
+	if (!hide_sysfs_cpus())
+		harness_log("cannot hide /sys/devices/system/cpu: %s",
+			    strerror(errno));
+	REQUIRE(tally_domain_system());
+	REQUIRE(tally_domain_nr_cpus(tally_domain_system()) > last);
+	REQUIRE(tally_counter_init(&c, NULL, 4) == 0);
+	for (unsigned int i = 0; i < util_nr_allowed(); i++) {
+		util_pin((int)util_allowed_cpu(i));
+		for (long k = 0; k < 1000; k++) {
+			tally_counter_add(&c, k);
+			sum += k;
+		}
+	}
+	util_pin(-1);
+	CHECK_EQ_LONG(tally_counter_precise_sum(&c), sum);
+	CHECK_EQ_ULONG(tally_counter_approximate_sum(&c),
+		       util_expected_root(&c));
+	tally_counter_destroy(&c);
 }

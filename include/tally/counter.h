@@ -86,8 +86,12 @@ struct tally_counter {
  * @batch: power of two >= 2: how far a CPU's slot may move before it
  *	carries into the tree (the kernel uses 32 for RSS).
  *
+ * On failure @c is zeroed (when not NULL): tally_counter_destroy() on it
+ * does nothing.
+ *
  * Return: 0, -EINVAL for a NULL @c or a bad batch, -ENOMEM, or -ENODEV when
- * @d is NULL and the system's CPUs cannot be read.
+ * @d is NULL and the system domain cannot be built (see
+ * tally_domain_system()).
  */
 int tally_counter_init(struct tally_counter *c, struct tally_domain *d,
 		       unsigned long batch);
@@ -113,7 +117,9 @@ size_t tally_counter_items_size(const struct tally_domain *d);
  *
  * The @nr level-0 slots of one CPU are adjacent: updating counter i and
  * counter j on one CPU touches one cache line.  Free with
- * tally_counter_destroy_many() on the same array.
+ * tally_counter_destroy_many() on the same array.  On failure the counters
+ * are zeroed (only @c[0] when @nr is out of range): destroying them with
+ * the same @nr does nothing.
  *
  * Return: 0, -EINVAL for NULL @c, @nr out of range, misaligned @items or a
  * bad batch, -ENOMEM, -ENODEV as for tally_counter_init().
@@ -121,7 +127,11 @@ size_t tally_counter_items_size(const struct tally_domain *d);
 int tally_counter_init_many(struct tally_counter *c, void *items, size_t nr,
 			    struct tally_domain *d, unsigned long batch);
 
-/** tally_counter_destroy() - free a counter from tally_counter_init(). */
+/**
+ * tally_counter_destroy() - free a counter from tally_counter_init().
+ * @c: the counter; a counter whose init failed, or that was already
+ *	destroyed, is ignored.
+ */
 void tally_counter_destroy(struct tally_counter *c);
 
 /**

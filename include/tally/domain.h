@@ -54,8 +54,22 @@ enum tally_grouping {
  * Built once, on first use, from /sys/devices/system/cpu/possible and the
  * cache and NUMA topology under /sys/devices/system.  Never freed.
  *
- * Return: the domain, or NULL when the possible-CPU list cannot be read
- * (errno is then set).
+ * It has a slot for every CPU number the kernel can report, so an update
+ * never writes outside per-CPU memory: nr_cpus is at least the real
+ * possible list's (or, when /sys cannot be read, the width of the kernel's
+ * CPU masks, from sched_getaffinity()), the configured CPU count, the
+ * highest CPU of the affinity mask and the CPU the caller runs on.
+ *
+ * Tests only: the environment variable TALLY_SYSFS_ROOT, read at the first
+ * call, names a directory laid out like /sys/devices/system (see
+ * tally_domain_create_from_sysfs()) whose topology shapes the tree, so that
+ * a test can build the system domain of a larger machine.  It can only add
+ * slots, never remove them; when it has no cpu/possible the system domain
+ * cannot be built.
+ *
+ * Return: the domain, or NULL with errno set: ENOENT or EINVAL when
+ * TALLY_SYSFS_ROOT has no or a malformed cpu/possible, ERANGE beyond 2^20
+ * CPUs, ENOMEM.
  */
 struct tally_domain *tally_domain_system(void);
 

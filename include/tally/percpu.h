@@ -108,51 +108,13 @@ extern ptrdiff_t tally_rseq_area_offset;
 /* Internal: the update path when this thread has no usable rseq area. */
 long tally_percpu_add_return_slow(long *ptr, long v, unsigned int *cpu);
 
-#define TALLY_RSEQ_SIG 0x53053053
+/* Internal: tally_percpu_add_hints() without a usable rseq area. */
+unsigned long tally_percpu_add_hints_slow(long *base, const long *offs,
+					  unsigned long nr, long hint,
+					  long *ptr, long v, unsigned int *cpu);
 
-/*
- * The rseq ABI, x86-64.  The descriptor {version, flags, start_ip,
- * post_commit_offset, abort_ip} goes in section __rseq_cs; the abort
- * handler, preceded by the 4-byte signature, in __rseq_failure.  The
- * sequence stores the descriptor's address into rseq->rseq_cs, reads
- * rseq->cpu_id (negative: this thread has no registration), computes the
- * slot, and ends with the single committing store.  Label 1 starts the
- * sequence, 2 ends it, 3 is the descriptor, 4 the abort entry.
- */
-#define TALLY_RSEQ_CS_BEGIN						\
-	".pushsection __rseq_cs, \"aw\"\n\t"				\
-	".balign 32\n\t"						\
-	"3:\n\t"							\
-	".long 0x0, 0x0\n\t"						\
-	".quad 1f, (2f - 1f), 4f\n\t"					\
-	".popsection\n\t"						\
-	".pushsection __rseq_failure, \"ax\"\n\t"			\
-	".byte 0x0f, 0xb9, 0x3d\n\t"					\
-	".long 0x53053053\n\t"						\
-	"4:\n\t"							\
-	"jmp %l[aborted]\n\t"						\
-	".popsection\n\t"						\
-	"leaq 3b(%%rip), %%rax\n\t"					\
-	"movq %%rax, %[rseq_cs]\n\t"					\
-	"1:\n\t"							\
-	"movl %[cpu_id], %%eax\n\t"					\
-	"testl %%eax, %%eax\n\t"					\
-	"js %l[unregistered]\n\t"
-
-static inline unsigned char *tally_rseq_area_(void)
-{
-	return (unsigned char *)__builtin_thread_pointer() +
-	       tally_rseq_area_offset;
-}
-
-/* Offsets inside struct rseq (linux/rseq.h). */
-#define TALLY_RSEQ_CPU_ID_OFFSET 4
-#define TALLY_RSEQ_CS_OFFSET 8
-
-/* The rseq area operands of every sequence: rseq_cs and cpu_id. */
-#define TALLY_RSEQ_AREA_OPERANDS_(rs)					\
-	[rseq_cs] "m" (*(uint64_t *)((rs) + TALLY_RSEQ_CS_OFFSET)),	\
-	[cpu_id] "m" (*(uint32_t *)((rs) + TALLY_RSEQ_CPU_ID_OFFSET))
+/* Internal: tally_percpu_xchg() without a usable rseq area. */
+long tally_percpu_xchg_slow(long *ptr, long v);
 
 /**
  * tally_percpu_add_return() - add to the current CPU's copy of a long.
@@ -163,42 +125,7 @@ static inline unsigned char *tally_rseq_area_(void)
  * Return: the new value of that CPU's copy.
  */
 static inline long tally_percpu_add_return(long *ptr, long v,
-					   unsigned int *cpu)
-{
-	unsigned char *rs = tally_rseq_area_();
-	long res;
-	unsigned long c;
-
-retry:
-	__asm__ __volatile__ goto(
-		TALLY_RSEQ_CS_BEGIN
-		"movl %%eax, %k[c]\n\t"
-		"shlq %[shift], %%rax\n\t"
-		"addq %[base], %%rax\n\t"
-		"movq (%%rax), %[res]\n\t"
-		"addq %[v], %[res]\n\t"
-		"movq %[res], (%%rax)\n\t"
-		"2:\n\t"
-		: [res] "=&r" (res), [c] "=&r" (c)
-		: TALLY_RSEQ_AREA_OPERANDS_(rs),
-		  [base] "r" (ptr), [v] "r" (v),
-		  [shift] "i" (TALLY_PERCPU_UNIT_SHIFT)
-		: "rax", "memory", "cc"
-		: aborted, unregistered);
-	*cpu = (unsigned int)c;
-	return res;
-aborted:
-	/* Preempted, migrated or signalled before the commit: redo. */
-	goto retry;
-unregistered: {
-	/* A local of its own: *cpu stays in a register on the fast path. */
-	unsigned int slow_cpu;
-
-	res = tally_percpu_add_return_slow(ptr, v, &slow_cpu);
-	*cpu = slow_cpu;
-	return res;
-}
-}
+					   unsigned int *cpu);
 
 /**
  * tally_percpu_add() - add to the current CPU's copy of a long.
@@ -207,69 +134,7 @@ unregistered: {
  *
  * The cheapest exact per-CPU update: one add to memory commits it.
  */
-static inline void tally_percpu_add(long *ptr, long v)
-{
-	unsigned char *rs = tally_rseq_area_();
-	unsigned int cpu;
-
-retry:
-	__asm__ __volatile__ goto(
-		TALLY_RSEQ_CS_BEGIN
-		"shlq %[shift], %%rax\n\t"
-		"addq %[base], %%rax\n\t"
-		"addq %[v], (%%rax)\n\t"
-		"2:\n\t"
-		:
-		: TALLY_RSEQ_AREA_OPERANDS_(rs),
-		  [base] "r" (ptr), [v] "r" (v),
-		  [shift] "i" (TALLY_PERCPU_UNIT_SHIFT)
-		: "rax", "memory", "cc"
-		: aborted, unregistered);
-	return;
-aborted:
-	goto retry;
-unregistered:
-	tally_percpu_add_return_slow(ptr, v, &cpu);
-}
-
-/* Internal: tally_percpu_add_hints() without a usable rseq area. */
-unsigned long tally_percpu_add_hints_slow(long *base, const long *offs,
-					  unsigned long nr, long hint,
-					  long *ptr, long v, unsigned int *cpu);
-
-/*
- * One hint: load the offset, then load, add, store and OR the count at
- * this CPU's base (%rax) + offset.  Straight-line code for up to 8 hints
- * costs about half of a loop over them.
- */
-#define TALLY_HINT_(i)							\
-	"movq " #i "*8(%[offs]), %%r8\n\t"				\
-	"movq (%%rax,%%r8), %%r9\n\t"					\
-	"addq %[hint], %%r9\n\t"					\
-	"movq %%r9, (%%rax,%%r8)\n\t"					\
-	"orq %%r9, %[acc]\n\t"
-
-/* %rax = this CPU's copy of base; remember the CPU; clear the OR. */
-#define TALLY_HINTS_PROLOGUE_						\
-	"movl %%eax, %k[c]\n\t"					\
-	"shlq %[shift], %%rax\n\t"					\
-	"addq %[base], %%rax\n\t"					\
-	"xorl %k[acc], %k[acc]\n\t"
-
-#define TALLY_HINTS_CS_(hints)						\
-	__asm__ __volatile__ goto(					\
-		TALLY_RSEQ_CS_BEGIN					\
-		TALLY_HINTS_PROLOGUE_					\
-		hints							\
-		"addq %[v], (%%rax,%[vofs])\n\t"			\
-		"2:\n\t"						\
-		: [acc] "=&r" (acc), [c] "=&r" (c)			\
-		: TALLY_RSEQ_AREA_OPERANDS_(rs),			\
-		  [base] "r" (base), [offs] "r" (offs),			\
-		  [hint] "r" (hint), [vofs] "r" (vofs), [v] "r" (v),	\
-		  [shift] "i" (TALLY_PERCPU_UNIT_SHIFT)			\
-		: "rax", "r8", "r9", "memory", "cc"			\
-		: aborted, unregistered)
+static inline void tally_percpu_add(long *ptr, long v);
 
 /**
  * tally_percpu_add_hints() - add @hint to several per-CPU longs, then @v
@@ -297,84 +162,7 @@ static inline unsigned long tally_percpu_add_hints(long *base,
 						   const long *offs,
 						   unsigned long nr, long hint,
 						   long *ptr, long v,
-						   unsigned int *cpu)
-{
-	unsigned char *rs = tally_rseq_area_();
-	long vofs = (char *)ptr - (char *)base;
-	unsigned long acc, c;
-
-retry:
-	switch (nr) {
-	case 1:
-		TALLY_HINTS_CS_(TALLY_HINT_(0));
-		break;
-	case 2:
-		TALLY_HINTS_CS_(TALLY_HINT_(0) TALLY_HINT_(1));
-		break;
-	case 3:
-		TALLY_HINTS_CS_(TALLY_HINT_(0) TALLY_HINT_(1) TALLY_HINT_(2));
-		break;
-	case 4:
-		TALLY_HINTS_CS_(TALLY_HINT_(0) TALLY_HINT_(1) TALLY_HINT_(2)
-				TALLY_HINT_(3));
-		break;
-	case 5:
-		TALLY_HINTS_CS_(TALLY_HINT_(0) TALLY_HINT_(1) TALLY_HINT_(2)
-				TALLY_HINT_(3) TALLY_HINT_(4));
-		break;
-	case 6:
-		TALLY_HINTS_CS_(TALLY_HINT_(0) TALLY_HINT_(1) TALLY_HINT_(2)
-				TALLY_HINT_(3) TALLY_HINT_(4) TALLY_HINT_(5));
-		break;
-	case 7:
-		TALLY_HINTS_CS_(TALLY_HINT_(0) TALLY_HINT_(1) TALLY_HINT_(2)
-				TALLY_HINT_(3) TALLY_HINT_(4) TALLY_HINT_(5)
-				TALLY_HINT_(6));
-		break;
-	case 8:
-		TALLY_HINTS_CS_(TALLY_HINT_(0) TALLY_HINT_(1) TALLY_HINT_(2)
-				TALLY_HINT_(3) TALLY_HINT_(4) TALLY_HINT_(5)
-				TALLY_HINT_(6) TALLY_HINT_(7));
-		break;
-	default: {
-		const long *cursor = offs;
-		unsigned long left = nr;
-
-		__asm__ __volatile__ goto(
-			TALLY_RSEQ_CS_BEGIN
-			TALLY_HINTS_PROLOGUE_
-			"5:\n\t"
-			"movq (%[cursor]), %%r8\n\t"
-			"movq (%%rax,%%r8), %%r9\n\t"
-			"addq %[hint], %%r9\n\t"
-			"movq %%r9, (%%rax,%%r8)\n\t"
-			"orq %%r9, %[acc]\n\t"
-			"addq $8, %[cursor]\n\t"
-			"decq %[left]\n\t"
-			"jnz 5b\n\t"
-			"addq %[v], (%%rax,%[vofs])\n\t"
-			"2:\n\t"
-			: [acc] "=&r" (acc), [c] "=&r" (c),
-			  [cursor] "+r" (cursor), [left] "+r" (left)
-			: TALLY_RSEQ_AREA_OPERANDS_(rs),
-			  [base] "r" (base), [hint] "r" (hint),
-			  [vofs] "r" (vofs), [v] "r" (v),
-			  [shift] "i" (TALLY_PERCPU_UNIT_SHIFT)
-			: "rax", "r8", "r9", "memory", "cc"
-			: aborted, unregistered);
-		break;
-	}
-	}
-	*cpu = (unsigned int)c;
-	return acc;
-aborted:
-	goto retry;
-unregistered:
-	return tally_percpu_add_hints_slow(base, offs, nr, hint, ptr, v, cpu);
-}
-
-/* Internal: tally_percpu_xchg() without a usable rseq area. */
-long tally_percpu_xchg_slow(long *ptr, long v);
+						   unsigned int *cpu);
 
 /**
  * tally_percpu_xchg() - replace the current CPU's copy of a long.
@@ -384,31 +172,13 @@ long tally_percpu_xchg_slow(long *ptr, long v);
  * Return: the value it replaced; together with tally_percpu_add*() on the
  * same slot, nothing is lost or counted twice.
  */
-static inline long tally_percpu_xchg(long *ptr, long v)
-{
-	unsigned char *rs = tally_rseq_area_();
-	long old;
+static inline long tally_percpu_xchg(long *ptr, long v);
 
-retry:
-	__asm__ __volatile__ goto(
-		TALLY_RSEQ_CS_BEGIN
-		"shlq %[shift], %%rax\n\t"
-		"addq %[base], %%rax\n\t"
-		"movq (%%rax), %[old]\n\t"
-		"movq %[v], (%%rax)\n\t"
-		"2:\n\t"
-		: [old] "=&r" (old)
-		: TALLY_RSEQ_AREA_OPERANDS_(rs),
-		  [base] "r" (ptr), [v] "r" (v),
-		  [shift] "i" (TALLY_PERCPU_UNIT_SHIFT)
-		: "rax", "memory", "cc"
-		: aborted, unregistered);
-	return old;
-aborted:
-	goto retry;
-unregistered:
-	return tally_percpu_xchg_slow(ptr, v);
-}
+#if defined(__x86_64__)
+#include <tally/percpu_x86_64.h>
+#else
+#error "tally's rseq sequences exist only for x86-64 (tally/percpu_x86_64.h)"
+#endif
 
 /**
  * tally_percpu_add_return_cpu() - atomically add to CPU @cpu's copy.

@@ -10,6 +10,9 @@ CC := gcc
 endif
 
 VERSION := 0.1.0
+# The shared library: real file, soname (ABI 0) and link-time name.
+SO_FILE := libtally.so.$(VERSION)
+SONAME := libtally.so.0
 WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
 	-Wpointer-arith -Wcast-align -Wwrite-strings -Wundef -Wvla \
 	-Wformat=2 -Wno-unused-parameter
@@ -28,13 +31,15 @@ BENCH_SRC := $(wildcard bench/*.c)
 CLI_SRC := $(wildcard cli/*.c)
 TEST_SRC := $(wildcard tests/test_*.c)
 TEST_SUPPORT := $(filter-out $(TEST_SRC),$(wildcard tests/*.c))
-HEADERS := $(wildcard include/tally/*.h src/*.h bench/*.h tests/*.h cli/*.h)
+PUBLIC_HEADERS := $(wildcard include/tally/*.h include/tally/*/*.h)
+HEADERS := $(PUBLIC_HEADERS) $(wildcard src/*.h bench/*.h tests/*.h cli/*.h)
 
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 BENCH_OBJ := $(BENCH_SRC:%.c=$(BUILD)/obj/%.o)
 CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 SUPPORT_OBJ := $(TEST_SUPPORT:%.c=$(BUILD)/obj/%.o)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+SO_LINKS := $(BUILD)/$(SONAME) $(BUILD)/libtally.so
 
 .PHONY: all lib tests test demo install clean deps
 # Keep the test objects make sees as intermediate: no relink every run.
@@ -46,7 +51,7 @@ all: deps lib $(BUILD)/tally tests
 deps:
 	@sh scripts/ensure-deps.sh build
 
-lib: $(BUILD)/libtally.a $(BUILD)/libtally.so
+lib: $(BUILD)/libtally.a $(BUILD)/$(SO_FILE) $(SO_LINKS)
 
 tests: $(TEST_BIN)
 
@@ -58,8 +63,27 @@ $(BUILD)/libtally.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(BUILD)/libtally.so: $(LIB_OBJ)
-	$(CC) -shared -Wl,-soname,libtally.so.0 -o $@ $^ $(LDFLAGS_ALL) $(LIBS)
+# The shared library exports what include/tally/ declares and nothing else
+# (the version script, generated from the headers, makes the rest local);
+# --no-undefined-version fails the link when a header declares a symbol no
+# source defines.  -z defs (no undefined symbol left) only without
+# sanitizers, whose runtimes resolve at load time.
+$(BUILD)/tally.map: $(PUBLIC_HEADERS) scripts/gen-exports.sh
+	@mkdir -p $(dir $@)
+	CC="$(CC)" sh scripts/gen-exports.sh map > $@.tmp
+	@mv $@.tmp $@
+
+$(BUILD)/$(SO_FILE): $(LIB_OBJ) $(BUILD)/tally.map
+	$(CC) -shared -Wl,-soname,$(SONAME) \
+		-Wl,--version-script,$(BUILD)/tally.map -Wl,--no-undefined-version \
+		$(if $(findstring -fsanitize,$(SAN)),,-Wl,-z,defs) \
+		-o $@ $(LIB_OBJ) $(LDFLAGS_ALL) $(LIBS)
+
+$(BUILD)/$(SONAME): $(BUILD)/$(SO_FILE)
+	ln -sf $(SO_FILE) $@
+
+$(BUILD)/libtally.so: $(BUILD)/$(SONAME)
+	ln -sf $(SONAME) $@
 
 $(BUILD)/tally: $(CLI_OBJ) $(BENCH_OBJ) $(BUILD)/libtally.a
 	$(CC) -o $@ $(CLI_OBJ) $(BENCH_OBJ) $(BUILD)/libtally.a $(LDFLAGS_ALL) $(LIBS)
@@ -87,12 +111,18 @@ demo: all
 	$(BUILD)/tally bench counter
 	$(BUILD)/tally bench stats
 
+# Headers keep their directories (include/tally/arch/...).  No ldconfig:
+# DESTDIR installs are staged; the symlinks are made here instead.
 install: lib
-	install -d $(DESTDIR)$(PREFIX)/include/tally $(DESTDIR)$(PREFIX)/lib/pkgconfig
-	install -m 644 include/tally/*.h $(DESTDIR)$(PREFIX)/include/tally/
+	install -d $(DESTDIR)$(PREFIX)/lib/pkgconfig
+	for h in $(PUBLIC_HEADERS:include/%=%); do \
+		install -d $(DESTDIR)$(PREFIX)/include/$${h%/*} && \
+		install -m 644 include/$$h $(DESTDIR)$(PREFIX)/include/$$h || exit 1; \
+	done
 	install -m 644 $(BUILD)/libtally.a $(DESTDIR)$(PREFIX)/lib/
-	install -m 755 $(BUILD)/libtally.so $(DESTDIR)$(PREFIX)/lib/libtally.so.0
-	ln -sf libtally.so.0 $(DESTDIR)$(PREFIX)/lib/libtally.so
+	install -m 755 $(BUILD)/$(SO_FILE) $(DESTDIR)$(PREFIX)/lib/
+	ln -sf $(SO_FILE) $(DESTDIR)$(PREFIX)/lib/$(SONAME)
+	ln -sf $(SONAME) $(DESTDIR)$(PREFIX)/lib/libtally.so
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' tally.pc.in \
 		> $(DESTDIR)$(PREFIX)/lib/pkgconfig/tally.pc
 

@@ -1,6 +1,7 @@
-# tally - top-level build.  `make` builds the library, the tests and the
-# command-line tool into build/; `make test` runs every test in a plain, an
-# ASan+UBSan and a TSan build; `make demo` runs the reference benchmarks.
+# tally - top-level build.  `make` builds the library, the tests, the
+# examples and the command-line tool into build/; `make test` runs every
+# test in a plain, an ASan+UBSan and a TSan build; `make demo` runs the
+# reference benchmarks.
 
 PREFIX ?= /usr/local
 BUILD ?= build
@@ -31,6 +32,7 @@ BENCH_SRC := $(wildcard bench/*.c)
 CLI_SRC := $(wildcard cli/*.c)
 TEST_SRC := $(wildcard tests/test_*.c)
 TEST_SUPPORT := $(filter-out $(TEST_SRC),$(wildcard tests/*.c))
+EXAMPLE_SRC := $(wildcard examples/*.c)
 PUBLIC_HEADERS := $(wildcard include/tally/*.h include/tally/*/*.h)
 HEADERS := $(PUBLIC_HEADERS) $(wildcard src/*.h bench/*.h tests/*.h cli/*.h)
 
@@ -39,14 +41,15 @@ BENCH_OBJ := $(BENCH_SRC:%.c=$(BUILD)/obj/%.o)
 CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 SUPPORT_OBJ := $(TEST_SUPPORT:%.c=$(BUILD)/obj/%.o)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+EXAMPLE_BIN := $(EXAMPLE_SRC:examples/%.c=$(BUILD)/examples/%)
 SO_LINKS := $(BUILD)/$(SONAME) $(BUILD)/libtally.so
 
-.PHONY: all lib tests test demo install clean deps
+.PHONY: all lib tests examples test demo install clean deps
 # Keep the test objects make sees as intermediate: no relink every run.
 .SECONDARY:
 .DEFAULT_GOAL := all
 
-all: deps lib $(BUILD)/tally tests
+all: deps lib $(BUILD)/tally tests examples
 
 deps:
 	@sh scripts/ensure-deps.sh build
@@ -54,6 +57,8 @@ deps:
 lib: $(BUILD)/libtally.a $(BUILD)/$(SO_FILE) $(SO_LINKS)
 
 tests: $(TEST_BIN)
+
+examples: $(EXAMPLE_BIN)
 
 $(BUILD)/obj/%.o: %.c $(HEADERS) Makefile
 	@mkdir -p $(dir $@)
@@ -91,6 +96,12 @@ $(BUILD)/tally: $(CLI_OBJ) $(BENCH_OBJ) $(BUILD)/libtally.a
 $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(SUPPORT_OBJ) $(BUILD)/libtally.a
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $< $(SUPPORT_OBJ) $(BUILD)/libtally.a $(LDFLAGS_ALL) $(LIBS)
+
+# The examples are what a user writes: public headers only, no -Isrc.
+$(BUILD)/examples/%: examples/%.c $(PUBLIC_HEADERS) $(BUILD)/libtally.a Makefile
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 $(OPT) $(SAN) $(WARN) -Iinclude -o $@ $< \
+		$(BUILD)/libtally.a $(LDFLAGS_ALL) $(LIBS)
 
 # Every test, three builds: plain, ASan+UBSan, TSan.  The ASan build also
 # defines TALLY_DEBUG: destroyed stats groups stay poisoned, so an update

@@ -1,7 +1,8 @@
 # tally - top-level build.  `make` builds the library, the tests, the
-# examples and the command-line tool into build/; `make test` runs every
-# test in a plain, an ASan+UBSan and a TSan build; `make demo` runs the
-# reference benchmarks.
+# examples and the command-line tool into build/; `make test` runs every test
+# in a plain, a fault-injection, an ASan+UBSan and a TSan build, the examples,
+# and checks the shared library's exports and installation; `make demo` runs
+# the reference benchmarks.
 
 PREFIX ?= /usr/local
 BUILD ?= build
@@ -103,17 +104,23 @@ $(BUILD)/examples/%: examples/%.c $(PUBLIC_HEADERS) $(BUILD)/libtally.a Makefile
 	$(CC) -std=gnu11 $(OPT) $(SAN) $(WARN) -Iinclude -o $@ $< \
 		$(BUILD)/libtally.a $(LDFLAGS_ALL) $(LIBS)
 
-# Every test, three builds: plain, ASan+UBSan, TSan.  The ASan build also
-# defines TALLY_DEBUG: destroyed stats groups stay poisoned, so an update
-# after destroy aborts instead of touching freed memory.  TSan does not model
-# stand-alone fences (-Wno-tsan): tally uses them for store-load ordering on
-# the simulated and no-membarrier paths, never for happens-before.  The
-# runner prints the closing "N passed, N failed" line.
+# Every test, four builds: plain, fault injection, ASan+UBSan, TSan.
+# TALLY_INJECT compiles the hook points of src/inject.h in (the inject and
+# ASan builds), so the tests can preempt, migrate or signal a thread at the
+# point where it matters, or make a system call fail.  TALLY_DEBUG keeps
+# destroyed stats groups poisoned, so an update after destroy aborts instead
+# of touching freed memory.  TSan does not model stand-alone fences
+# (-Wno-tsan): tally uses them for store-load ordering on the simulated and
+# no-membarrier paths, never for happens-before.  The runner also runs the
+# examples and scripts/check-exports.sh, and prints the closing "N passed,
+# N failed" line.
 test: deps
 	@sh scripts/ensure-deps.sh test
-	$(MAKE) --no-print-directory BUILD=build tests
+	$(MAKE) --no-print-directory BUILD=build lib tests examples
+	$(MAKE) --no-print-directory BUILD=build/inject OPT="-O2 -g" \
+		SAN="-DTALLY_INJECT -DTALLY_DEBUG" tests
 	$(MAKE) --no-print-directory BUILD=build/asan OPT="-O1 -g" \
-		SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all -DTALLY_DEBUG" tests
+		SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all -DTALLY_DEBUG -DTALLY_INJECT" tests
 	$(MAKE) --no-print-directory BUILD=build/tsan OPT="-O1 -g" \
 		SAN="-fsanitize=thread -Wno-tsan" tests
 	@sh scripts/run-tests.sh

@@ -98,10 +98,11 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(SUPPORT_OBJ) $(BUILD)/libtally.a
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $< $(SUPPORT_OBJ) $(BUILD)/libtally.a $(LDFLAGS_ALL) $(LIBS)
 
-# The examples are what a user writes: public headers only, no -Isrc.
+# The examples are what a user writes: public headers only, no -Isrc, and
+# ISO C11 (no GNU extension the headers would need the user to enable).
 $(BUILD)/examples/%: examples/%.c $(PUBLIC_HEADERS) $(BUILD)/libtally.a Makefile
 	@mkdir -p $(dir $@)
-	$(CC) -std=gnu11 $(OPT) $(SAN) $(WARN) -Iinclude -o $@ $< \
+	$(CC) -std=c11 $(OPT) $(SAN) $(WARN) -Iinclude -o $@ $< \
 		$(BUILD)/libtally.a $(LDFLAGS_ALL) $(LIBS)
 
 # Every test, four builds: plain, fault injection, ASan+UBSan, TSan.

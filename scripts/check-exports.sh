@@ -7,10 +7,11 @@
 #     debug information (a second opinion on gen-exports.sh's parsing);
 #   - `make install` into a staging DESTDIR lays out the library, its
 #     symlinks, the headers and tally.pc;
-#   - every example compiles (-Wall -Wextra -Werror) from the installed
-#     headers with `pkg-config --cflags --libs tally`, links against the
-#     installed libtally.so.0 (no copy of tally inside), and prints what it
-#     prints when linked statically (check_examples in testlib.sh).
+#   - every example compiles (-std=c11 -Wall -Wextra -Werror) from the
+#     installed headers with `pkg-config --cflags --libs tally`, links
+#     against the installed libtally.so.0 (no copy of tally inside), and
+#     prints what it prints when linked statically (check_examples in
+#     testlib.sh).
 # Prints like a test binary: PASS/FAIL lines, last "N passed, N failed".
 set -u
 cd "$(dirname "$0")/.." || exit 1
@@ -153,7 +154,7 @@ for src in examples/*.c; do
 	bin=$tmp/bin/$name
 	test=example_${name}_links_to_the_installed_shared_library
 	# $flags: word splitting wanted.
-	if ! $cc -std=gnu11 -O2 -Wall -Wextra -Werror -o "$bin" "$src" \
+	if ! $cc -std=c11 -O2 -Wall -Wextra -Werror -o "$bin" "$src" \
 		$flags > "$why" 2>&1; then
 		fail "$test" "$why"
 		continue

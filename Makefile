@@ -1,6 +1,8 @@
-# tally - top-level build.  `make` builds the library, the tests and the
-# command-line tool into build/; `make test` runs every test in a plain, an
-# ASan+UBSan and a TSan build; `make demo` runs the reference benchmarks.
+# tally - top-level build.  `make` builds the library, the tests, the
+# examples and the command-line tool into build/; `make test` runs every test
+# in a plain, a fault-injection, an ASan+UBSan and a TSan build, the examples,
+# and checks the shared library's exports and installation; `make demo` runs
+# the reference benchmarks.
 
 PREFIX ?= /usr/local
 BUILD ?= build
@@ -10,6 +12,9 @@ CC := gcc
 endif
 
 VERSION := 0.1.0
+# The shared library: real file, soname (ABI 0) and link-time name.
+SO_FILE := libtally.so.$(VERSION)
+SONAME := libtally.so.0
 WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
 	-Wpointer-arith -Wcast-align -Wwrite-strings -Wundef -Wvla \
 	-Wformat=2 -Wno-unused-parameter
@@ -28,27 +33,33 @@ BENCH_SRC := $(wildcard bench/*.c)
 CLI_SRC := $(wildcard cli/*.c)
 TEST_SRC := $(wildcard tests/test_*.c)
 TEST_SUPPORT := $(filter-out $(TEST_SRC),$(wildcard tests/*.c))
-HEADERS := $(wildcard include/tally/*.h src/*.h bench/*.h tests/*.h cli/*.h)
+EXAMPLE_SRC := $(wildcard examples/*.c)
+PUBLIC_HEADERS := $(wildcard include/tally/*.h include/tally/*/*.h)
+HEADERS := $(PUBLIC_HEADERS) $(wildcard src/*.h bench/*.h tests/*.h cli/*.h)
 
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 BENCH_OBJ := $(BENCH_SRC:%.c=$(BUILD)/obj/%.o)
 CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 SUPPORT_OBJ := $(TEST_SUPPORT:%.c=$(BUILD)/obj/%.o)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+EXAMPLE_BIN := $(EXAMPLE_SRC:examples/%.c=$(BUILD)/examples/%)
+SO_LINKS := $(BUILD)/$(SONAME) $(BUILD)/libtally.so
 
-.PHONY: all lib tests test demo install clean deps
+.PHONY: all lib tests examples test demo install clean deps
 # Keep the test objects make sees as intermediate: no relink every run.
 .SECONDARY:
 .DEFAULT_GOAL := all
 
-all: deps lib $(BUILD)/tally tests
+all: deps lib $(BUILD)/tally tests examples
 
 deps:
 	@sh scripts/ensure-deps.sh build
 
-lib: $(BUILD)/libtally.a $(BUILD)/libtally.so
+lib: $(BUILD)/libtally.a $(BUILD)/$(SO_FILE) $(SO_LINKS)
 
 tests: $(TEST_BIN)
+
+examples: $(EXAMPLE_BIN)
 
 $(BUILD)/obj/%.o: %.c $(HEADERS) Makefile
 	@mkdir -p $(dir $@)
@@ -58,8 +69,27 @@ $(BUILD)/libtally.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(BUILD)/libtally.so: $(LIB_OBJ)
-	$(CC) -shared -Wl,-soname,libtally.so.0 -o $@ $^ $(LDFLAGS_ALL) $(LIBS)
+# The shared library exports what include/tally/ declares and nothing else
+# (the version script, generated from the headers, makes the rest local);
+# --no-undefined-version fails the link when a header declares a symbol no
+# source defines.  -z defs (no undefined symbol left) only without
+# sanitizers, whose runtimes resolve at load time.
+$(BUILD)/tally.map: $(PUBLIC_HEADERS) scripts/gen-exports.sh
+	@mkdir -p $(dir $@)
+	CC="$(CC)" sh scripts/gen-exports.sh map > $@.tmp
+	@mv $@.tmp $@
+
+$(BUILD)/$(SO_FILE): $(LIB_OBJ) $(BUILD)/tally.map
+	$(CC) -shared -Wl,-soname,$(SONAME) \
+		-Wl,--version-script,$(BUILD)/tally.map -Wl,--no-undefined-version \
+		$(if $(findstring -fsanitize,$(SAN)),,-Wl,-z,defs) \
+		-o $@ $(LIB_OBJ) $(LDFLAGS_ALL) $(LIBS)
+
+$(BUILD)/$(SONAME): $(BUILD)/$(SO_FILE)
+	ln -sf $(SO_FILE) $@
+
+$(BUILD)/libtally.so: $(BUILD)/$(SONAME)
+	ln -sf $(SONAME) $@
 
 $(BUILD)/tally: $(CLI_OBJ) $(BENCH_OBJ) $(BUILD)/libtally.a
 	$(CC) -o $@ $(CLI_OBJ) $(BENCH_OBJ) $(BUILD)/libtally.a $(LDFLAGS_ALL) $(LIBS)
@@ -68,17 +98,30 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(SUPPORT_OBJ) $(BUILD)/libtally.a
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $< $(SUPPORT_OBJ) $(BUILD)/libtally.a $(LDFLAGS_ALL) $(LIBS)
 
-# Every test, three builds: plain, ASan+UBSan, TSan.  The ASan build also
-# defines TALLY_DEBUG: destroyed stats groups stay poisoned, so an update
-# after destroy aborts instead of touching freed memory.  TSan does not model
-# stand-alone fences (-Wno-tsan): tally uses them for store-load ordering on
-# the simulated and no-membarrier paths, never for happens-before.  The
-# runner prints the closing "N passed, N failed" line.
+# The examples are what a user writes: public headers only, no -Isrc, and
+# ISO C11 (no GNU extension the headers would need the user to enable).
+$(BUILD)/examples/%: examples/%.c $(PUBLIC_HEADERS) $(BUILD)/libtally.a Makefile
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 $(OPT) $(SAN) $(WARN) -Iinclude -o $@ $< \
+		$(BUILD)/libtally.a $(LDFLAGS_ALL) $(LIBS)
+
+# Every test, four builds: plain, fault injection, ASan+UBSan, TSan.
+# TALLY_INJECT compiles the hook points of src/inject.h in (the inject and
+# ASan builds), so the tests can preempt, migrate or signal a thread at the
+# point where it matters, or make a system call fail.  TALLY_DEBUG keeps
+# destroyed stats groups poisoned, so an update after destroy aborts instead
+# of touching freed memory.  TSan does not model stand-alone fences
+# (-Wno-tsan): tally uses them for store-load ordering on the simulated and
+# no-membarrier paths, never for happens-before.  The runner also runs the
+# examples and scripts/check-exports.sh, and prints the closing "N passed,
+# N failed" line.
 test: deps
 	@sh scripts/ensure-deps.sh test
-	$(MAKE) --no-print-directory BUILD=build tests
+	$(MAKE) --no-print-directory BUILD=build lib tests examples
+	$(MAKE) --no-print-directory BUILD=build/inject OPT="-O2 -g" \
+		SAN="-DTALLY_INJECT -DTALLY_DEBUG" tests
 	$(MAKE) --no-print-directory BUILD=build/asan OPT="-O1 -g" \
-		SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all -DTALLY_DEBUG" tests
+		SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all -DTALLY_DEBUG -DTALLY_INJECT" tests
 	$(MAKE) --no-print-directory BUILD=build/tsan OPT="-O1 -g" \
 		SAN="-fsanitize=thread -Wno-tsan" tests
 	@sh scripts/run-tests.sh
@@ -87,12 +130,18 @@ demo: all
 	$(BUILD)/tally bench counter
 	$(BUILD)/tally bench stats
 
+# Headers keep their directories (include/tally/arch/...).  No ldconfig:
+# DESTDIR installs are staged; the symlinks are made here instead.
 install: lib
-	install -d $(DESTDIR)$(PREFIX)/include/tally $(DESTDIR)$(PREFIX)/lib/pkgconfig
-	install -m 644 include/tally/*.h $(DESTDIR)$(PREFIX)/include/tally/
+	install -d $(DESTDIR)$(PREFIX)/lib/pkgconfig
+	for h in $(PUBLIC_HEADERS:include/%=%); do \
+		install -d $(DESTDIR)$(PREFIX)/include/$${h%/*} && \
+		install -m 644 include/$$h $(DESTDIR)$(PREFIX)/include/$$h || exit 1; \
+	done
 	install -m 644 $(BUILD)/libtally.a $(DESTDIR)$(PREFIX)/lib/
-	install -m 755 $(BUILD)/libtally.so $(DESTDIR)$(PREFIX)/lib/libtally.so.0
-	ln -sf libtally.so.0 $(DESTDIR)$(PREFIX)/lib/libtally.so
+	install -m 755 $(BUILD)/$(SO_FILE) $(DESTDIR)$(PREFIX)/lib/
+	ln -sf $(SO_FILE) $(DESTDIR)$(PREFIX)/lib/$(SONAME)
+	ln -sf $(SONAME) $(DESTDIR)$(PREFIX)/lib/libtally.so
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' tally.pc.in \
 		> $(DESTDIR)$(PREFIX)/lib/pkgconfig/tally.pc
 

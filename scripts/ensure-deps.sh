@@ -19,6 +19,12 @@ if [ "$1" = test ] && have_cc; then
 	links "-fsanitize=address,undefined" || need="$need libasan8 libubsan1"
 	links "-fsanitize=thread" || need="$need libtsan2"
 fi
+# The export and install checks of `make test`: nm, readelf, pkg-config.
+if [ "$1" = test ]; then
+	command -v nm >/dev/null 2>&1 && command -v readelf >/dev/null 2>&1 ||
+		need="$need binutils"
+	command -v pkg-config >/dev/null 2>&1 || need="$need pkg-config"
+fi
 [ -z "$need" ] && exit 0
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
 	echo "tally: installing missing packages:$need"

@@ -3,15 +3,27 @@
 #   build/tests/test_*        three times, once per rseq mode: glibc's
 #                             registration, the fallback (TALLY_RSEQ=off)
 #                             and tally's own (glibc.pthread.rseq=0);
-#   build/asan/tests/test_*   once (ASan + UBSan, halting on any report);
-#   build/tsan/tests/test_*   once (TSan, halting on any report).
+#   build/tests/test_stats*   once more with TALLY_MEMBARRIER=off: the
+#                             statistics tree's fenced path, as on kernels
+#                             without membarrier(PRIVATE_EXPEDITED);
+#   build/inject/tests/test_* once (fault-injection hooks compiled in);
+#   build/asan/tests/test_*   once (ASan + UBSan + hooks, halting on any
+#                             report);
+#   build/tsan/tests/test_*   once (TSan, halting on any report);
+# then the checks, which print like a test binary:
+#   scripts/check-examples.sh the examples of build/examples print their
+#                             examples/*.expected;
+#   scripts/check-exports.sh  the shared library exports what the headers
+#                             declare, installs, and runs the examples
+#                             through pkg-config.
 # Sanitizer runs get TALLY_TEST_SCALE=0.5 (fewer iterations, shorter
 # stress runs).  Each binary has TALLY_TEST_TIMEOUT seconds (600).
 #
 # Prints one line per binary (its whole output when it failed), a summary
 # per run, and last, alone, "N passed, N failed" over every run.  A binary
 # that crashes, times out or exits non-zero without a failed test counts
-# one failure more.  Exits non-zero when anything failed.
+# one failure more, and so does a run that finds no binary.  Exits non-zero
+# when anything failed.
 set -u
 cd "$(dirname "$0")/.." || exit 1
 
@@ -21,15 +33,16 @@ trap 'rm -f "$log"' EXIT
 trap 'exit 130' INT TERM
 total_passed=0
 total_failed=0
-binaries=0
 
-# run_binary LABEL BINARY [VAR=VALUE...]: run with a clean rseq setting.
+# run_binary LABEL BINARY [VAR=VALUE...]: run with a clean environment
+# (no tally setting but those given).
 run_binary() {
 	label=$1
 	bin=$2
 	shift 2
 	start=$(date +%s.%N)
-	env -u TALLY_RSEQ -u GLIBC_TUNABLES -u TALLY_TEST_SCALE "$@" \
+	env -u TALLY_RSEQ -u GLIBC_TUNABLES -u TALLY_TEST_SCALE \
+		-u TALLY_MEMBARRIER -u TALLY_SYSFS_ROOT "$@" \
 		timeout -k 10 "$timeout_s" "$bin" >"$log" 2>&1
 	rc=$?
 	secs=$(echo "$start $(date +%s.%N)" | awk '{ printf "%.1f", $2 - $1 }')
@@ -49,28 +62,33 @@ run_binary() {
 	status=ok
 	[ "$failed" -eq 0 ] || status=FAILED
 	[ "$rc" -eq 124 ] && status="TIMED OUT after ${timeout_s}s"
-	printf '  %-8s %-40s %4d passed, %d failed  (%ss, exit %d) %s\n' \
+	printf '  %-12s %-40s %4d passed, %d failed  (%ss, exit %d) %s\n' \
 		"$label" "$bin" "$passed" "$failed" "$secs" "$rc" "$status"
 	if [ "$failed" -ne 0 ]; then
 		sed 's/^/    | /' "$log"
 	fi
 	run_passed=$((run_passed + passed))
 	run_failed=$((run_failed + failed))
-	binaries=$((binaries + 1))
 }
 
-# run_set LABEL DIR [VAR=VALUE...]: every test binary of DIR.
+# run_set LABEL PATTERN [VAR=VALUE...]: every binary PATTERN names.
 run_set() {
 	label=$1
-	dir=$2
+	pattern=$2
 	shift 2
 	run_passed=0
 	run_failed=0
+	found=0
 	echo "== $label"
-	for bin in "$dir"/test_*; do
+	for bin in $pattern; do
 		[ -x "$bin" ] || continue
+		found=1
 		run_binary "$label" "$bin" "$@"
 	done
+	if [ "$found" -eq 0 ]; then
+		echo "  $label: nothing matches $pattern: run make test"
+		run_failed=$((run_failed + 1))
+	fi
 	echo "== $label: $run_passed passed, $run_failed failed"
 	total_passed=$((total_passed + run_passed))
 	total_failed=$((total_failed + run_failed))
@@ -80,15 +98,15 @@ asan="ASAN_OPTIONS=halt_on_error=1:abort_on_error=0:detect_leaks=1"
 ubsan="UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1"
 tsan="TSAN_OPTIONS=halt_on_error=1 second_deadlock_stack=1"
 
-run_set glibc build/tests
-run_set fallback build/tests TALLY_RSEQ=off
-run_set own build/tests GLIBC_TUNABLES=glibc.pthread.rseq=0
-run_set asan build/asan/tests TALLY_TEST_SCALE=0.5 "$asan" "$ubsan"
-run_set tsan build/tsan/tests TALLY_TEST_SCALE=0.5 "$tsan"
+run_set glibc 'build/tests/test_*'
+run_set fallback 'build/tests/test_*' TALLY_RSEQ=off
+run_set own 'build/tests/test_*' GLIBC_TUNABLES=glibc.pthread.rseq=0
+run_set nomembarrier 'build/tests/test_stats*' TALLY_MEMBARRIER=off
+run_set inject 'build/inject/tests/test_*'
+run_set asan 'build/asan/tests/test_*' TALLY_TEST_SCALE=0.5 "$asan" "$ubsan"
+run_set tsan 'build/tsan/tests/test_*' TALLY_TEST_SCALE=0.5 "$tsan"
+run_set examples scripts/check-examples.sh
+run_set exports scripts/check-exports.sh
 
-if [ "$binaries" -eq 0 ]; then
-	echo "no test binary found: run make test" >&2
-	total_failed=$((total_failed + 1))
-fi
 echo "$total_passed passed, $total_failed failed"
 [ "$total_failed" -eq 0 ]

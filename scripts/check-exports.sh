@@ -1,0 +1,185 @@
+#!/bin/sh
+# Check the shared library of BUILD (default build) as a user gets it:
+#   - its soname is libtally.so.0 and the build's symlinks lead to it;
+#   - it exports exactly what include/tally/ declares (scripts/gen-exports.sh
+#     list), all under version node TALLY_0.1, and its exported variables
+#     are the extern tally_ variables the compiler sees in the headers'
+#     debug information (a second opinion on gen-exports.sh's parsing);
+#   - `make install` into a staging DESTDIR lays out the library, its
+#     symlinks, the headers and tally.pc;
+#   - every example compiles (-std=c11 -Wall -Wextra -Werror) from the
+#     installed headers with `pkg-config --cflags --libs tally`, links
+#     against the installed libtally.so.0 (no copy of tally inside), and
+#     prints what it prints when linked statically (check_examples in
+#     testlib.sh).
+# Prints like a test binary: PASS/FAIL lines, last "N passed, N failed".
+set -u
+cd "$(dirname "$0")/.." || exit 1
+. scripts/testlib.sh
+
+build=${1:-build}
+cc=${CC:-gcc}
+version=$(sed -n 's/^VERSION := //p' Makefile)
+so=$build/libtally.so.$version
+prefix=/opt/tally
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+why=$tmp/why
+
+# differ A B WHAT-A WHAT-B: the lines only A has, then those only B has.
+differ() {
+	LC_ALL=C comm -23 "$1" "$2" | sed "s/^/$3 only: /"
+	LC_ALL=C comm -13 "$1" "$2" | sed "s/^/$4 only: /"
+}
+
+if [ ! -f "$so" ]; then
+	echo "$so is missing: run make lib" > "$why"
+	fail shared_library_is_built "$why"
+	finish
+	exit 1
+fi
+
+soname=$(readelf -d "$so" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
+if [ "$soname" = libtally.so.0 ]; then
+	pass shared_library_soname_is_libtally_so_0
+else
+	echo "soname: '$soname'" > "$why"
+	fail shared_library_soname_is_libtally_so_0 "$why"
+fi
+
+# links DIR: the two symlinks of DIR lead to the real file.
+links() {
+	[ "$(readlink "$1/libtally.so.0")" = "libtally.so.$version" ] &&
+	[ "$(readlink "$1/libtally.so")" = libtally.so.0 ] &&
+	[ -f "$1/libtally.so.$version" ] && [ ! -L "$1/libtally.so.$version" ]
+}
+if links "$build"; then
+	pass build_symlinks_lead_to_the_shared_library
+else
+	ls -l "$build"/libtally.so* > "$why" 2>&1
+	fail build_symlinks_lead_to_the_shared_library "$why"
+fi
+
+# Exported: every defined dynamic symbol but the version node itself.
+nm -D --defined-only "$so" | awk '$2 != "A" { print $2, $3 }' \
+	> "$tmp/dyn"
+sed 's/^[^ ]* //; s/@.*//' "$tmp/dyn" | LC_ALL=C sort -u > "$tmp/exported"
+if ! CC="$cc" sh scripts/gen-exports.sh list > "$tmp/declared"; then
+	echo "scripts/gen-exports.sh list failed" > "$why"
+	fail exports_are_exactly_the_header_declarations "$why"
+elif [ ! -s "$tmp/declared" ]; then
+	echo "scripts/gen-exports.sh found no declaration" > "$why"
+	fail exports_are_exactly_the_header_declarations "$why"
+elif cmp -s "$tmp/declared" "$tmp/exported"; then
+	pass exports_are_exactly_the_header_declarations
+else
+	differ "$tmp/declared" "$tmp/exported" declared exported > "$why"
+	fail exports_are_exactly_the_header_declarations "$why"
+fi
+
+if awk '$2 !~ /@@TALLY_0\.1$/ { bad = 1; print "unversioned: " $2 }
+	END { exit bad }' "$tmp/dyn" > "$why"; then
+	pass exports_have_version_TALLY_0_1
+else
+	fail exports_have_version_TALLY_0_1 "$why"
+fi
+
+# Variables: exported data objects vs the external variables gcc describes
+# in the debug information of a file including every public header.
+awk '$1 ~ /^[BDGRSV]$/ { sub(/@.*/, "", $2); print $2 }' "$tmp/dyn" |
+	LC_ALL=C sort -u > "$tmp/objects"
+for h in include/tally/*.h; do
+	echo "#include <tally/${h#include/tally/}>"
+done > "$tmp/all.c"
+test=exported_variables_are_the_extern_variables_of_the_headers
+if $cc -std=gnu11 -Iinclude -g -fno-eliminate-unused-debug-symbols \
+	-c "$tmp/all.c" -o "$tmp/all.o" 2> "$why"; then
+	readelf --debug-dump=info "$tmp/all.o" | awk '
+		function emit() {
+			if (var && ext && name ~ /^tally_/)
+				print name
+		}
+		/DW_TAG_/ {
+			emit()
+			var = /DW_TAG_variable/
+			ext = 0
+			name = ""
+		}
+		var && /DW_AT_name/ { name = $NF }
+		var && /DW_AT_external/ { ext = 1 }
+		END { emit() }' | LC_ALL=C sort -u > "$tmp/dwarf"
+	if cmp -s "$tmp/dwarf" "$tmp/objects"; then
+		pass "$test"
+	else
+		differ "$tmp/dwarf" "$tmp/objects" declared exported > "$why"
+		fail "$test" "$why"
+	fi
+else
+	fail "$test" "$why"
+fi
+
+# Install into a staging directory, as a packager would.
+dest=$tmp/dest
+root=$dest$prefix
+if env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s --no-print-directory \
+	install BUILD="$build" DESTDIR="$dest" PREFIX="$prefix" > "$why" 2>&1 &&
+   links "$root/lib" && [ -f "$root/lib/libtally.a" ] &&
+   diff -r include/tally "$root/include/tally" >> "$why" 2>&1 &&
+   grep -qx "prefix=$prefix" "$root/lib/pkgconfig/tally.pc"; then
+	pass install_stages_library_symlinks_headers_and_pkgconfig
+else
+	find "$dest" >> "$why" 2>&1
+	fail install_stages_library_symlinks_headers_and_pkgconfig "$why"
+fi
+
+# pkg-config as a user runs it, pointed at the staged tree only.
+PKG_CONFIG_LIBDIR=$root/lib/pkgconfig
+PKG_CONFIG_SYSROOT_DIR=$dest
+export PKG_CONFIG_LIBDIR PKG_CONFIG_SYSROOT_DIR
+unset PKG_CONFIG_PATH
+if [ "$(pkg-config --modversion tally 2>&1)" = "$version" ] &&
+   flags=$(pkg-config --cflags --libs tally 2> "$why"); then
+	pass pkg_config_finds_the_installed_tally
+else
+	pkg-config --modversion tally >> "$why" 2>&1
+	fail pkg_config_finds_the_installed_tally "$why"
+	finish
+	exit 1
+fi
+
+mkdir "$tmp/bin"
+for src in examples/*.c; do
+	name=${src#examples/}
+	name=${name%.c}
+	bin=$tmp/bin/$name
+	test=example_${name}_links_to_the_installed_shared_library
+	# $flags: word splitting wanted.
+	if ! $cc -std=c11 -O2 -Wall -Wextra -Werror -o "$bin" "$src" \
+		$flags > "$why" 2>&1; then
+		fail "$test" "$why"
+		continue
+	fi
+	needed=$(readelf -d "$bin" |
+		sed -n 's/.*(NEEDED).*\[\(libtally.*\)\]/\1/p')
+	# Code of tally in the program: linked statically.  (Its variables
+	# may be there: copy relocations of the library's, versioned.)
+	copied=$(nm -g --defined-only "$bin" |
+		awk '$2 ~ /^[TW]$/ && $3 ~ /^tally_/ { print $3 }')
+	loaded=$(LD_LIBRARY_PATH=$root/lib ldd "$bin" |
+		awk '$1 == "libtally.so.0" { print $3 }')
+	if [ "$needed" = libtally.so.0 ] && [ -z "$copied" ] &&
+	   [ "$loaded" = "$root/lib/libtally.so.0" ]; then
+		pass "$test"
+	else
+		{
+			echo "NEEDED: $needed"
+			echo "loaded: $loaded"
+			echo "tally symbols defined in the program: $copied"
+		} > "$why"
+		fail "$test" "$why"
+	fi
+done
+LD_LIBRARY_PATH=$root/lib
+export LD_LIBRARY_PATH
+check_examples "$tmp/bin"
+finish

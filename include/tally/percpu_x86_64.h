@@ -36,6 +36,8 @@
 	"4:\n\t"							\
 	"jmp %l[aborted]\n\t"						\
 	".popsection\n\t"						\
+	"testq %[rseq_off], %[rseq_off]\n\t"				\
+	"jz %l[unregistered]\n\t"					\
 	"leaq 3b(%%rip), %%rax\n\t"					\
 	"movq %%rax, %[rseq_cs]\n\t"					\
 	"1:\n\t"							\
@@ -43,25 +45,32 @@
 	"testl %%eax, %%eax\n\t"					\
 	"js %l[unregistered]\n\t"
 
-static inline unsigned char *tally_rseq_area_(void)
-{
-	return (unsigned char *)__builtin_thread_pointer() +
-	       tally_rseq_area_offset;
-}
+/*
+ * The thread's rseq area.  Its offset is 0 until tally's constructor set
+ * it (an update from an earlier constructor), which would name the thread
+ * control block: every sequence first tests the offset and takes its slow
+ * path, which sets the mode up, before touching the area.  The test is in
+ * the asm, not in C: gcc 12 miscompiles outputs of asm goto statements
+ * reached through more C branches (a stale spill slot is read back).
+ */
+#define TALLY_RSEQ_AREA_(off)						\
+	((unsigned char *)__builtin_thread_pointer() + (off))
 
 /* Offsets inside struct rseq (linux/rseq.h). */
 #define TALLY_RSEQ_CPU_ID_OFFSET 4
 #define TALLY_RSEQ_CS_OFFSET 8
 
-/* The rseq area operands of every sequence: rseq_cs and cpu_id. */
-#define TALLY_RSEQ_AREA_OPERANDS_(rs)					\
+/* The rseq area operands of every sequence: offset, rseq_cs, cpu_id. */
+#define TALLY_RSEQ_AREA_OPERANDS_(off, rs)				\
+	[rseq_off] "r" (off),						\
 	[rseq_cs] "m" (*(uint64_t *)((rs) + TALLY_RSEQ_CS_OFFSET)),	\
 	[cpu_id] "m" (*(uint32_t *)((rs) + TALLY_RSEQ_CPU_ID_OFFSET))
 
 static inline long tally_percpu_add_return(long *ptr, long v,
 					   unsigned int *cpu)
 {
-	unsigned char *rs = tally_rseq_area_();
+	ptrdiff_t off = tally_rseq_area_offset;
+	unsigned char *rs = TALLY_RSEQ_AREA_(off);
 	long res;
 	unsigned long c;
 
@@ -76,7 +85,7 @@ retry:
 		"movq %[res], (%%rax)\n\t"
 		"2:\n\t"
 		: [res] "=&r" (res), [c] "=&r" (c)
-		: TALLY_RSEQ_AREA_OPERANDS_(rs),
+		: TALLY_RSEQ_AREA_OPERANDS_(off, rs),
 		  [base] "r" (ptr), [v] "r" (v),
 		  [shift] "i" (TALLY_PERCPU_UNIT_SHIFT)
 		: "rax", "memory", "cc"
@@ -98,7 +107,8 @@ unregistered: {
 
 static inline void tally_percpu_add(long *ptr, long v)
 {
-	unsigned char *rs = tally_rseq_area_();
+	ptrdiff_t off = tally_rseq_area_offset;
+	unsigned char *rs = TALLY_RSEQ_AREA_(off);
 	unsigned int cpu;
 
 retry:
@@ -109,7 +119,7 @@ retry:
 		"addq %[v], (%%rax)\n\t"
 		"2:\n\t"
 		:
-		: TALLY_RSEQ_AREA_OPERANDS_(rs),
+		: TALLY_RSEQ_AREA_OPERANDS_(off, rs),
 		  [base] "r" (ptr), [v] "r" (v),
 		  [shift] "i" (TALLY_PERCPU_UNIT_SHIFT)
 		: "rax", "memory", "cc"
@@ -148,7 +158,7 @@ unregistered:
 		"addq %[v], (%%rax,%[vofs])\n\t"			\
 		"2:\n\t"						\
 		: [acc] "=&r" (acc), [c] "=&r" (c)			\
-		: TALLY_RSEQ_AREA_OPERANDS_(rs),			\
+		: TALLY_RSEQ_AREA_OPERANDS_(off, rs),			\
 		  [base] "r" (base), [offs] "r" (offs),			\
 		  [hint] "r" (hint), [vofs] "r" (vofs), [v] "r" (v),	\
 		  [shift] "i" (TALLY_PERCPU_UNIT_SHIFT)			\
@@ -161,7 +171,8 @@ static inline unsigned long tally_percpu_add_hints(long *base,
 						   long *ptr, long v,
 						   unsigned int *cpu)
 {
-	unsigned char *rs = tally_rseq_area_();
+	ptrdiff_t off = tally_rseq_area_offset;
+	unsigned char *rs = TALLY_RSEQ_AREA_(off);
 	long vofs = (char *)ptr - (char *)base;
 	unsigned long acc, c;
 
@@ -205,6 +216,8 @@ retry:
 		__asm__ __volatile__ goto(
 			TALLY_RSEQ_CS_BEGIN
 			TALLY_HINTS_PROLOGUE_
+			"testq %[left], %[left]\n\t"
+			"jz 6f\n\t"
 			"5:\n\t"
 			"movq (%[cursor]), %%r8\n\t"
 			"movq (%%rax,%%r8), %%r9\n\t"
@@ -214,11 +227,12 @@ retry:
 			"addq $8, %[cursor]\n\t"
 			"decq %[left]\n\t"
 			"jnz 5b\n\t"
+			"6:\n\t"
 			"addq %[v], (%%rax,%[vofs])\n\t"
 			"2:\n\t"
 			: [acc] "=&r" (acc), [c] "=&r" (c),
 			  [cursor] "+r" (cursor), [left] "+r" (left)
-			: TALLY_RSEQ_AREA_OPERANDS_(rs),
+			: TALLY_RSEQ_AREA_OPERANDS_(off, rs),
 			  [base] "r" (base), [hint] "r" (hint),
 			  [vofs] "r" (vofs), [v] "r" (v),
 			  [shift] "i" (TALLY_PERCPU_UNIT_SHIFT)
@@ -237,7 +251,8 @@ unregistered:
 
 static inline long tally_percpu_xchg(long *ptr, long v)
 {
-	unsigned char *rs = tally_rseq_area_();
+	ptrdiff_t off = tally_rseq_area_offset;
+	unsigned char *rs = TALLY_RSEQ_AREA_(off);
 	long old;
 
 retry:
@@ -249,7 +264,7 @@ retry:
 		"movq %[v], (%%rax)\n\t"
 		"2:\n\t"
 		: [old] "=&r" (old)
-		: TALLY_RSEQ_AREA_OPERANDS_(rs),
+		: TALLY_RSEQ_AREA_OPERANDS_(off, rs),
 		  [base] "r" (ptr), [v] "r" (v),
 		  [shift] "i" (TALLY_PERCPU_UNIT_SHIFT)
 		: "rax", "memory", "cc"

@@ -123,3 +123,103 @@ TEST(children_forked_during_allocations_can_allocate)
 		pthread_join(threads[i], NULL);
 	tally_domain_destroy(s.sim);
 }
+
+#ifdef TALLY_INJECT
+#include "inject.h"
+
+/* The carry hook holds every thread that reaches it until released. */
+static int arrived;
+static bool released;
+
+static int hold_before_carry(enum tally_inject_point point, void *arg)
+{
+	__atomic_add_fetch(&arrived, 1, __ATOMIC_SEQ_CST);
+	while (!__atomic_load_n(&released, __ATOMIC_ACQUIRE))
+		usleep(100);
+	return 0;
+}
+
+struct carrier {
+	struct tally_counter *c;
+	int cpu;		/* simulated CPU, or -1 for the system's */
+};
+
+/* One add that crosses far more than the counter's bound. */
+static void *add_a_lot(void *arg)
+{
+	struct carrier *k = arg;
+
+	if (k->cpu < 0)
+		tally_counter_add(k->c, 1l << 40);
+	else
+		tally_counter_add_cpu(k->c, (unsigned int)k->cpu, 1l << 40);
+	return NULL;
+}
+
+static void check_quiet_tree(const struct tally_counter *c, long precise)
+{
+	CHECK_EQ_LONG(tally_counter_precise_sum(c), precise);
+	CHECK_EQ_ULONG(tally_counter_approximate_sum(c),
+		       util_expected_root(c));
+	CHECK_LE_ULONG(util_gap(c), util_under(c));
+}
+
+/*
+ * Two threads stopped between their level-0 add and its carry (a system
+ * counter, and one of init_many with caller items on a simulated domain)
+ * while the process forks: the child, which lacks them, must find each
+ * counter's tree as a quiet counter's, within the bound.
+ */
+TEST(child_forked_during_a_carry_finds_counters_within_bound)
+{
+	static struct tally_counter_item items[2][64]
+		__attribute__((aligned(64)));
+	struct tally_domain *sim = util_domain(8);
+	struct tally_counter sys, many[2];
+	struct carrier k[] = { { &sys, -1 }, { &many[1], 5 } };
+	pthread_t threads[ARRAY_SIZE(k)];
+	double deadline;
+	pid_t pid;
+
+	REQUIRE(tally_counter_items_size(sim) <= sizeof(items[0]));
+	REQUIRE(tally_counter_init(&sys, NULL, 32) == 0);
+	REQUIRE(tally_counter_init_many(many, items, 2, sim, 32) == 0);
+	tally_counter_add(&sys, 3);
+	tally_counter_add_cpu(&many[1], 2, 7);
+	arrived = 0;
+	released = false;
+	tally_inject_set(TALLY_INJECT_COUNTER_BEFORE_CARRY, hold_before_carry,
+			 NULL);
+	for (size_t i = 0; i < ARRAY_SIZE(k); i++)
+		REQUIRE(pthread_create(&threads[i], NULL, add_a_lot, &k[i]) ==
+			0);
+	deadline = harness_now() + CHILD_TIMEOUT;
+	while (__atomic_load_n(&arrived, __ATOMIC_SEQ_CST) < (int)ARRAY_SIZE(k))
+		if (!CHECK(harness_now() < deadline))
+			break;
+		else
+			usleep(100);
+	fflush(NULL);
+	pid = fork();
+	if (pid == 0) {
+		alarm(CHILD_TIMEOUT);
+		tally_inject_set(TALLY_INJECT_COUNTER_BEFORE_CARRY, NULL, NULL);
+		check_quiet_tree(&sys, 3 + (1l << 40));
+		check_quiet_tree(&many[1], 7 + (1l << 40));
+		check_quiet_tree(&many[0], 0);
+		tally_counter_add(&sys, -(1l << 40));
+		check_quiet_tree(&sys, 3);
+		harness_child_exit();
+	}
+	CHECK_EQ_LONG(harness_wait_child(pid), 0);
+	__atomic_store_n(&released, true, __ATOMIC_RELEASE);
+	for (size_t i = 0; i < ARRAY_SIZE(k); i++)
+		pthread_join(threads[i], NULL);
+	tally_inject_set(TALLY_INJECT_COUNTER_BEFORE_CARRY, NULL, NULL);
+	check_quiet_tree(&sys, 3 + (1l << 40));
+	check_quiet_tree(&many[1], 7 + (1l << 40));
+	tally_counter_destroy_many(many, 2);
+	tally_counter_destroy(&sys);
+	tally_domain_destroy(sim);
+}
+#endif /* TALLY_INJECT */

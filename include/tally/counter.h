@@ -42,6 +42,16 @@
  *	4096   {8,8,8,8}      32          471040           524288
  *
  * tally_counter_accuracy() computes the bound for any domain and batch.
+ *
+ * fork().  A thread of the parent that had added to its CPU's slot but not
+ * yet carried into the tree does not exist in the child.  So every live
+ * counter is registered, and the child recomputes each counter's tree
+ * items from its slots (the items of a quiet counter are a function of
+ * the slots alone): the child's counters are exact and within the bound,
+ * as if every add had completed.  This costs the child O(counters x
+ * nr_cpus) in fork().  Counter init and destroy take one lock, held
+ * across fork.  Being registered by address, an initialized counter must
+ * not be moved or copied.
  */
 
 #include <errno.h>
@@ -72,6 +82,8 @@ struct tally_counter {
 	long bias;				/* added to both sums (set) */
 	unsigned long under;			/* accuracy bound, see above */
 	unsigned int flags;
+	/* Registry of live counters, for fork. */
+	struct tally_counter *prev, *next;
 };
 
 /* Internal flag bits of struct tally_counter. */

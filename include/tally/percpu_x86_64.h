@@ -56,6 +56,12 @@
 #define TALLY_RSEQ_AREA_(off)						\
 	((unsigned char *)__builtin_thread_pointer() + (off))
 
+/* Internal: the thread's rseq area, once the mode is set up. */
+static inline unsigned char *tally_rseq_area_(void)
+{
+	return TALLY_RSEQ_AREA_(tally_rseq_area_offset);
+}
+
 /* Offsets inside struct rseq (linux/rseq.h). */
 #define TALLY_RSEQ_CPU_ID_OFFSET 4
 #define TALLY_RSEQ_CS_OFFSET 8

@@ -29,6 +29,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -398,6 +399,19 @@ void tally_counter_approximate_min_max(const struct tally_counter *c,
 	tally_counter_approximate_min_max_range(approx, c->under, 0, min, max);
 }
 
+/*
+ * A compare answers -1, 0 or 1 in one int, where an error code would read
+ * as "below": a NULL counter breaks the contract and aborts, in every
+ * build.
+ */
+static void require_counter(const struct tally_counter *c, const char *fn)
+{
+	if (c)
+		return;
+	fprintf(stderr, "tally: %s() called with a NULL counter\n", fn);
+	abort();
+}
+
 /* -1 / 1 when [amin, amax] lies wholly below / above [bmin, bmax], else 0. */
 static int compare_ranges(long amin, long amax, long bmin, long bmax)
 {
@@ -413,8 +427,8 @@ int tally_counter_approximate_compare(const struct tally_counter *a,
 {
 	long amin, amax, bmin, bmax;
 
-	if (!a || !b)
-		return -EINVAL;
+	require_counter(a, __func__);
+	require_counter(b, __func__);
 	tally_counter_approximate_min_max(a, &amin, &amax);
 	tally_counter_approximate_min_max(b, &bmin, &bmax);
 	return compare_ranges(amin, amax, bmin, bmax);
@@ -425,8 +439,7 @@ int tally_counter_approximate_compare_value(const struct tally_counter *c,
 {
 	long min, max;
 
-	if (!c)
-		return -EINVAL;
+	require_counter(c, __func__);
 	tally_counter_approximate_min_max(c, &min, &max);
 	return compare_ranges(min, max, v, v);
 }
@@ -442,8 +455,8 @@ int tally_counter_precise_compare(const struct tally_counter *a,
 	long amin, amax, bmin, bmax, wide_sum;
 	int r;
 
-	if (!a || !b)
-		return -EINVAL;
+	require_counter(a, __func__);
+	require_counter(b, __func__);
 	tally_counter_approximate_min_max(a, &amin, &amax);
 	tally_counter_approximate_min_max(b, &bmin, &bmax);
 	r = compare_ranges(amin, amax, bmin, bmax);
@@ -467,9 +480,11 @@ int tally_counter_precise_compare(const struct tally_counter *a,
 
 int tally_counter_precise_compare_value(const struct tally_counter *c, long v)
 {
-	int r = tally_counter_approximate_compare_value(c, v);
+	int r;
 
-	if (r || !c)
+	require_counter(c, __func__);
+	r = tally_counter_approximate_compare_value(c, v);
+	if (r)
 		return r;
 	return compare_long(tally_counter_precise_sum(c), v);
 }

@@ -297,8 +297,10 @@ void tally_counter_approximate_min_max(const struct tally_counter *c,
  * @a: first counter.
  * @b: second counter.
  *
+ * Neither counter may be NULL (see tally_counter_precise_compare()).
+ *
  * Return: -1 when @a is surely below @b, 1 when surely above, 0 when their
- * ranges overlap and the approximations cannot decide; -EINVAL for NULL.
+ * ranges overlap and the approximations cannot decide.
  */
 int tally_counter_approximate_compare(const struct tally_counter *a,
 				      const struct tally_counter *b);
@@ -308,8 +310,10 @@ int tally_counter_approximate_compare(const struct tally_counter *a,
  * @c: the counter.
  * @v: the value.
  *
+ * @c may not be NULL (see tally_counter_precise_compare()).
+ *
  * Return: -1 when the counter is surely below @v, 1 when surely above, 0
- * when undecided; -EINVAL for NULL.
+ * when undecided.
  */
 int tally_counter_approximate_compare_value(const struct tally_counter *c,
 					    long v);
@@ -322,8 +326,12 @@ int tally_counter_approximate_compare_value(const struct tally_counter *c,
  * Uses the approximations first and takes precise sums only when they
  * cannot decide, starting with the counter whose range is wider.
  *
- * Return: -1, 0 or 1 as @a's precise sum is below, equal to or above @b's;
- * -EINVAL for NULL.
+ * The four compare functions answer in the sign of one int, where an error
+ * code would read as "below": they have no error return.  A NULL counter
+ * breaks their contract: they print a message on stderr and abort(), in
+ * every build.
+ *
+ * Return: -1, 0 or 1 as @a's precise sum is below, equal to or above @b's.
  */
 int tally_counter_precise_compare(const struct tally_counter *a,
 				  const struct tally_counter *b);
@@ -333,8 +341,9 @@ int tally_counter_precise_compare(const struct tally_counter *a,
  * @c: the counter.
  * @v: the value.
  *
- * Return: -1, 0 or 1 as the precise sum is below, equal to or above @v;
- * -EINVAL for NULL.
+ * @c may not be NULL (see tally_counter_precise_compare()).
+ *
+ * Return: -1, 0 or 1 as the precise sum is below, equal to or above @v.
  */
 int tally_counter_precise_compare_value(const struct tally_counter *c, long v);
 

@@ -13,7 +13,10 @@
  *
  * Allocations of one domain are packed inside each CPU's unit, so the slots
  * that many counters keep for one CPU share that CPU's cache lines and
- * never a line of another CPU.  A counter's level 0 costs 8 bytes per CPU.
+ * never a line of another CPU.  A counter's level 0 costs 8 bytes per
+ * possible CPU of address space; a page of a CPU's unit is committed only
+ * when something writes it (that CPU's updates; reads and frees never
+ * commit a page), so CPUs that never run cost no memory.
  *
  * Updates.  On the system domain, tally_percpu_add() and
  * tally_percpu_add_return() update the current CPU's copy inside a

@@ -188,7 +188,7 @@ static void fork_child(void)
 {
 	for (struct tally_counter *c = counters; c; c = c->next)
 		rebuild_items(c);
-	pthread_mutex_init(&counters_lock, NULL);
+	tally_mutex_reset(&counters_lock);
 }
 
 __attribute__((constructor)) static void install_fork_handlers(void)

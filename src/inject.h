@@ -60,4 +60,11 @@ extern tally_inject_fn tally_inject_hooks[TALLY_INJECT_NR_POINTS];
 
 #endif /* TALLY_INJECT */
 
+/*
+ * The rseq sequences (tally/percpu_x86_64.h) also hold, in TALLY_INJECT
+ * builds, a delay of tally_inject_rseq_delay iterations between their
+ * read of cpu_id and their commit, and count their aborts in
+ * tally_inject_rseq_aborts; both are declared there.
+ */
+
 #endif /* TALLY_INJECT_H */

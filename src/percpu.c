@@ -207,6 +207,12 @@ out:
 
 /* --- registry of live pools, for fork ------------------------------------ */
 
+void tally_mutex_reset(pthread_mutex_t *lock)
+{
+	pthread_mutex_unlock(lock);
+	pthread_mutex_init(lock, NULL);
+}
+
 static pthread_mutex_t pools_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct tally_percpu_pool *pools;
 
@@ -240,14 +246,16 @@ static void fork_parent(void)
 }
 
 /*
- * A mutex taken before fork is owned by the parent's thread: the child
- * initialises a fresh one rather than unlocking one it does not own.
+ * The child's only thread took these locks in fork_prepare(); it releases
+ * them (so that tools tracking owners, like TSan, see them released) and
+ * initialises them afresh, free of any waiter the parent had: a thread
+ * the child does not have.
  */
 static void fork_child(void)
 {
 	for (struct tally_percpu_pool *p = pools; p; p = p->next)
-		pthread_mutex_init(&p->lock, NULL);
-	pthread_mutex_init(&pools_lock, NULL);
+		tally_mutex_reset(&p->lock);
+	tally_mutex_reset(&pools_lock);
 }
 
 __attribute__((constructor)) static void install_fork_handlers(void)

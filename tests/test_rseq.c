@@ -12,6 +12,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -157,6 +158,131 @@ TEST(failed_own_registration_aborts_instead_of_mixing_modes)
 	CHECK_EQ_LONG(status, 128 + SIGABRT);
 	if (!CHECK(strstr(text, "tally:") && strstr(text, "rseq")))
 		harness_log("stderr: \"%s\"", text);
+}
+
+#endif /* TALLY_INJECT */
+
+#ifdef TALLY_INJECT
+
+/* The sequences the restart test runs; kinds 3.. are hints of nr 0..10. */
+enum { SEQ_ADD, SEQ_ADD_RETURN, SEQ_XCHG, SEQ_HINTS, NR_KINDS = SEQ_HINTS + 11 };
+
+struct restarts {
+	long *slots;		/* HINT_SLOTS per-CPU longs */
+	int kind;
+	long calls;
+	long expected;		/* what slot 0 must sum to (or, for xchg,
+				 * the values written) */
+	long returned;		/* xchg: the values taken out */
+};
+
+static void run_kind(struct restarts *r)
+{
+	long offs[HINT_SLOTS];
+	unsigned int cpu;
+
+	for (unsigned long i = 0; i + 1 < HINT_SLOTS; i++)
+		offs[i] = (long)((i + 1) * sizeof(long));
+	for (long k = 1; k <= r->calls; k++) {
+		switch (r->kind) {
+		case SEQ_ADD:
+			tally_percpu_add(r->slots, k);
+			break;
+		case SEQ_ADD_RETURN:
+			tally_percpu_add_return(r->slots, k, &cpu);
+			break;
+		case SEQ_XCHG:
+			r->returned += tally_percpu_xchg(r->slots, k);
+			break;
+		default:
+			tally_percpu_add_hints(r->slots, offs,
+					       (unsigned long)(r->kind -
+							       SEQ_HINTS),
+					       1, r->slots, k, &cpu);
+		}
+		r->expected += k;
+	}
+}
+
+static void empty_handler(int sig)
+{
+}
+
+struct signaller {
+	pthread_t target;
+	bool stop;
+};
+
+static void *signal_fast(void *arg)
+{
+	struct signaller *s = arg;
+
+	while (!__atomic_load_n(&s->stop, __ATOMIC_RELAXED)) {
+		pthread_kill(s->target, SIGUSR1);
+		sched_yield();
+	}
+	return NULL;
+}
+
+/*
+ * With a delay inside every critical section and SIGUSR1 sent to this
+ * thread as fast as another thread can, every kind of sequence must be
+ * aborted and restarted, and every sum stay exact: v exactly once (for
+ * xchg: each value written is either still in a slot or was returned
+ * once).  TSan defers asynchronous signals to safe points outside the
+ * sequences, so only exactness is checked there; the fallback mode has
+ * no sequences.
+ */
+TEST(every_rseq_sequence_restarts_under_signals_and_stays_exact)
+{
+#ifdef __SANITIZE_THREAD__
+	const bool expect_aborts = false;
+#else
+	const bool expect_aborts = tally_rseq_mode() != TALLY_RSEQ_FALLBACK;
+#endif
+	struct signaller s = { .target = pthread_self() };
+	struct sigaction sa = { .sa_handler = empty_handler };
+	unsigned int nr_cpus = tally_domain_nr_cpus(tally_domain_system());
+	pthread_t thread;
+
+	REQUIRE(sigaction(SIGUSR1, &sa, NULL) == 0);
+	tally_inject_rseq_delay = 2000;
+	REQUIRE(pthread_create(&thread, NULL, signal_fast, &s) == 0);
+	for (int kind = 0; kind < NR_KINDS; kind++) {
+		struct restarts r = {
+			.slots = tally_percpu_alloc(NULL,
+						    HINT_SLOTS * sizeof(long),
+						    0),
+			.kind = kind,
+			.calls = harness_scale(1000),
+		};
+		double deadline = harness_now() + 30;
+		unsigned long aborts;
+		long sum = 0;
+
+		if (!CHECK(r.slots))
+			break;
+		__atomic_store_n(&tally_inject_rseq_aborts, 0,
+				 __ATOMIC_RELAXED);
+		do
+			run_kind(&r);
+		while (expect_aborts && harness_now() < deadline &&
+		       !__atomic_load_n(&tally_inject_rseq_aborts,
+					__ATOMIC_RELAXED));
+		aborts = __atomic_load_n(&tally_inject_rseq_aborts,
+					 __ATOMIC_RELAXED);
+		for (unsigned int cpu = 0; cpu < nr_cpus; cpu++)
+			sum += tally_percpu_read_cpu(r.slots, cpu);
+		if (!CHECK_EQ_LONG(sum + r.returned, r.expected) ||
+		    (expect_aborts && !CHECK(aborts > 0)))
+			harness_log("sequence kind %d: %lu aborts", kind,
+				    aborts);
+		tally_percpu_free(NULL, r.slots);
+	}
+	__atomic_store_n(&s.stop, true, __ATOMIC_RELAXED);
+	pthread_join(thread, NULL);
+	tally_inject_rseq_delay = 0;
+	signal(SIGUSR1, SIG_DFL);
 }
 
 #endif /* TALLY_INJECT */

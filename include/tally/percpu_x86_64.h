@@ -23,7 +23,38 @@
  * slot, and ends with the single committing store.  Label 1 starts the
  * sequence, 2 ends it, 3 is the descriptor, 4 the abort entry.
  */
-#define TALLY_RSEQ_CS_BEGIN						\
+#ifdef TALLY_INJECT
+/*
+ * Test builds: a delay of tally_inject_rseq_delay iterations inside every
+ * sequence, after cpu_id is read and before the commit (in @reg, a
+ * register the sequence clobbers), so that signals and preemption land
+ * there; each abort is counted in tally_inject_rseq_aborts.  Hidden: the
+ * asm reaches the delay RIP-relative, without a register for its address.
+ */
+extern long tally_inject_rseq_delay __attribute__((visibility("hidden")));
+extern unsigned long tally_inject_rseq_aborts
+	__attribute__((visibility("hidden")));
+#define TALLY_RSEQ_DELAY_(reg)						\
+	"movq %[rseq_delay], " reg "\n\t"				\
+	"7:\n\t"							\
+	"testq " reg ", " reg "\n\t"					\
+	"jz 8f\n\t"							\
+	"decq " reg "\n\t"						\
+	"jmp 7b\n\t"							\
+	"8:\n\t"
+#define TALLY_RSEQ_DELAY_OPERAND_ , [rseq_delay] "m" (tally_inject_rseq_delay)
+#define TALLY_RSEQ_DELAY_CLOBBER_ "rcx",
+#define TALLY_RSEQ_COUNT_ABORT_()					\
+	__atomic_add_fetch(&tally_inject_rseq_aborts, 1, __ATOMIC_RELAXED)
+#else
+#define TALLY_RSEQ_DELAY_(reg)
+#define TALLY_RSEQ_DELAY_OPERAND_
+#define TALLY_RSEQ_DELAY_CLOBBER_
+#define TALLY_RSEQ_COUNT_ABORT_() ((void)0)
+#endif
+
+/* The start of every sequence; @scratch is free for the test delay. */
+#define TALLY_RSEQ_CS_BEGIN_(scratch)					\
 	".pushsection __rseq_cs, \"aw\"\n\t"				\
 	".balign 32\n\t"						\
 	"3:\n\t"							\
@@ -43,7 +74,8 @@
 	"1:\n\t"							\
 	"movl %[cpu_id], %%eax\n\t"					\
 	"testl %%eax, %%eax\n\t"					\
-	"js %l[unregistered]\n\t"
+	"js %l[unregistered]\n\t"					\
+	TALLY_RSEQ_DELAY_(scratch)
 
 /*
  * The thread's rseq area.  Its offset is 0 until tally's constructor set
@@ -70,7 +102,8 @@ static inline unsigned char *tally_rseq_area_(void)
 #define TALLY_RSEQ_AREA_OPERANDS_(off, rs)				\
 	[rseq_off] "r" (off),						\
 	[rseq_cs] "m" (*(uint64_t *)((rs) + TALLY_RSEQ_CS_OFFSET)),	\
-	[cpu_id] "m" (*(uint32_t *)((rs) + TALLY_RSEQ_CPU_ID_OFFSET))
+	[cpu_id] "m" (*(uint32_t *)((rs) + TALLY_RSEQ_CPU_ID_OFFSET))	\
+	TALLY_RSEQ_DELAY_OPERAND_
 
 static inline long tally_percpu_add_return(long *ptr, long v,
 					   unsigned int *cpu)
@@ -82,7 +115,7 @@ static inline long tally_percpu_add_return(long *ptr, long v,
 
 retry:
 	__asm__ __volatile__ goto(
-		TALLY_RSEQ_CS_BEGIN
+		TALLY_RSEQ_CS_BEGIN_("%%rcx")
 		"movl %%eax, %k[c]\n\t"
 		"shlq %[shift], %%rax\n\t"
 		"addq %[base], %%rax\n\t"
@@ -94,12 +127,13 @@ retry:
 		: TALLY_RSEQ_AREA_OPERANDS_(off, rs),
 		  [base] "r" (ptr), [v] "r" (v),
 		  [shift] "i" (TALLY_PERCPU_UNIT_SHIFT)
-		: "rax", "memory", "cc"
+		: TALLY_RSEQ_DELAY_CLOBBER_ "rax", "memory", "cc"
 		: aborted, unregistered);
 	*cpu = (unsigned int)c;
 	return res;
 aborted:
 	/* Preempted, migrated or signalled before the commit: redo. */
+	TALLY_RSEQ_COUNT_ABORT_();
 	goto retry;
 unregistered: {
 	/* A local of its own: *cpu stays in a register on the fast path. */
@@ -119,7 +153,7 @@ static inline void tally_percpu_add(long *ptr, long v)
 
 retry:
 	__asm__ __volatile__ goto(
-		TALLY_RSEQ_CS_BEGIN
+		TALLY_RSEQ_CS_BEGIN_("%%rcx")
 		"shlq %[shift], %%rax\n\t"
 		"addq %[base], %%rax\n\t"
 		"addq %[v], (%%rax)\n\t"
@@ -128,10 +162,11 @@ retry:
 		: TALLY_RSEQ_AREA_OPERANDS_(off, rs),
 		  [base] "r" (ptr), [v] "r" (v),
 		  [shift] "i" (TALLY_PERCPU_UNIT_SHIFT)
-		: "rax", "memory", "cc"
+		: TALLY_RSEQ_DELAY_CLOBBER_ "rax", "memory", "cc"
 		: aborted, unregistered);
 	return;
 aborted:
+	TALLY_RSEQ_COUNT_ABORT_();
 	goto retry;
 unregistered:
 	tally_percpu_add_return_slow(ptr, v, &cpu);
@@ -158,7 +193,7 @@ unregistered:
 
 #define TALLY_HINTS_CS_(hints)						\
 	__asm__ __volatile__ goto(					\
-		TALLY_RSEQ_CS_BEGIN					\
+		TALLY_RSEQ_CS_BEGIN_("%%r8")				\
 		TALLY_HINTS_PROLOGUE_					\
 		hints							\
 		"addq %[v], (%%rax,%[vofs])\n\t"			\
@@ -220,7 +255,7 @@ retry:
 		unsigned long left = nr;
 
 		__asm__ __volatile__ goto(
-			TALLY_RSEQ_CS_BEGIN
+			TALLY_RSEQ_CS_BEGIN_("%%r8")
 			TALLY_HINTS_PROLOGUE_
 			"testq %[left], %[left]\n\t"
 			"jz 6f\n\t"
@@ -250,6 +285,7 @@ retry:
 	*cpu = (unsigned int)c;
 	return acc;
 aborted:
+	TALLY_RSEQ_COUNT_ABORT_();
 	goto retry;
 unregistered:
 	return tally_percpu_add_hints_slow(base, offs, nr, hint, ptr, v, cpu);
@@ -263,7 +299,7 @@ static inline long tally_percpu_xchg(long *ptr, long v)
 
 retry:
 	__asm__ __volatile__ goto(
-		TALLY_RSEQ_CS_BEGIN
+		TALLY_RSEQ_CS_BEGIN_("%%rcx")
 		"shlq %[shift], %%rax\n\t"
 		"addq %[base], %%rax\n\t"
 		"movq (%%rax), %[old]\n\t"
@@ -273,10 +309,11 @@ retry:
 		: TALLY_RSEQ_AREA_OPERANDS_(off, rs),
 		  [base] "r" (ptr), [v] "r" (v),
 		  [shift] "i" (TALLY_PERCPU_UNIT_SHIFT)
-		: "rax", "memory", "cc"
+		: TALLY_RSEQ_DELAY_CLOBBER_ "rax", "memory", "cc"
 		: aborted, unregistered);
 	return old;
 aborted:
+	TALLY_RSEQ_COUNT_ABORT_();
 	goto retry;
 unregistered:
 	return tally_percpu_xchg_slow(ptr, v);

@@ -19,14 +19,23 @@
  * Costs: add O(1) (one rseq add-return, plus one atomic per level crossed
  * once per batch); approximate sum O(1), one load; precise sum O(nr_cpus);
  * compare O(1) unless the ranges overlap.
+ *
+ * fork(): live counters are in a registry (init and destroy take its lock,
+ * held across fork); the child recomputes every counter's items from its
+ * slots, because a parent's thread caught between its slot add and its
+ * carry is gone.  Since the items of a quiet counter are the carries of
+ * the slots' values from 0, this restores the invariant exactly.
  */
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <tally/counter.h>
 #include "domain_internal.h"
+#include "inject.h"
 
 /* Most counters of one tally_counter_init_many(). */
 #define MAX_MANY (TALLY_PERCPU_UNIT / sizeof(long))
@@ -97,6 +106,96 @@ static void setup(struct tally_counter *c, struct tally_domain *d,
 	c->flags = flags | (d->simulated ? TALLY_COUNTER_SIMULATED : 0);
 }
 
+/* --- registry of live counters, for fork --------------------------------- */
+
+static pthread_mutex_t counters_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct tally_counter *counters;
+
+static void register_counters(struct tally_counter *c, size_t nr)
+{
+	pthread_mutex_lock(&counters_lock);
+	for (size_t i = 0; i < nr; i++) {
+		c[i].prev = NULL;
+		c[i].next = counters;
+		if (counters)
+			counters->prev = &c[i];
+		counters = &c[i];
+	}
+	pthread_mutex_unlock(&counters_lock);
+}
+
+static void unregister_counters(struct tally_counter *c, size_t nr)
+{
+	pthread_mutex_lock(&counters_lock);
+	for (size_t i = 0; i < nr; i++) {
+		if (c[i].prev)
+			c[i].prev->next = c[i].next;
+		else
+			counters = c[i].next;
+		if (c[i].next)
+			c[i].next->prev = c[i].prev;
+	}
+	pthread_mutex_unlock(&counters_lock);
+}
+
+/* Modulo 2^64, like the carries. */
+static void item_add(struct tally_counter_item *item, unsigned long v)
+{
+	item->value = (long)((unsigned long)item->value + v);
+}
+
+/*
+ * The items of a quiet counter: each slot carries the multiples of the
+ * batch its value crossed since 0 into its leaf item, each item the
+ * multiples of its own step into its parent; the root keeps it all.
+ */
+static void rebuild_items(struct tally_counter *c)
+{
+	const struct tally_domain *d = c->domain;
+	struct tally_counter_item *item = c->items;
+	unsigned long step = c->batch;
+
+	for (unsigned int i = 0; i < d->nr_items; i++)
+		item[i].value = 0;
+	for (unsigned int cpu = 0; cpu < d->nr_cpus; cpu++)
+		item_add(&item[tally_domain_item(d, cpu, 0)],
+			 (unsigned long)tally_percpu_read_cpu(c->level0, cpu) &
+				 ~(step - 1));
+	for (unsigned int l = 0; l + 1 < d->nr_levels; l++) {
+		unsigned int nr = (1u << d->order) >> d->shift[l];
+		unsigned int up = d->shift[l + 1] - d->shift[l];
+
+		step *= d->arity[l];
+		for (unsigned int i = 0; i < nr; i++)
+			item_add(&item[d->offset[l + 1] + (i >> up)],
+				 (unsigned long)item[d->offset[l] + i].value &
+					 ~(step - 1));
+	}
+}
+
+static void fork_prepare(void)
+{
+	pthread_mutex_lock(&counters_lock);
+}
+
+static void fork_parent(void)
+{
+	pthread_mutex_unlock(&counters_lock);
+}
+
+/* The forking thread is the only one left: nothing moves the counters. */
+static void fork_child(void)
+{
+	for (struct tally_counter *c = counters; c; c = c->next)
+		rebuild_items(c);
+	tally_mutex_reset(&counters_lock);
+}
+
+__attribute__((constructor)) static void install_fork_handlers(void)
+{
+	pthread_atfork(fork_prepare, fork_parent, fork_child);
+}
+
 int tally_counter_init_many(struct tally_counter *c, void *items, size_t nr,
 			    struct tally_domain *d, unsigned long batch)
 {
@@ -132,6 +231,7 @@ int tally_counter_init_many(struct tally_counter *c, void *items, size_t nr,
 		      (struct tally_counter_item *)((char *)items +
 						    i * items_size),
 		      batch, i ? 0 : owns);
+	register_counters(c, nr);
 	return 0;
 }
 
@@ -145,6 +245,7 @@ void tally_counter_destroy_many(struct tally_counter *c, size_t nr)
 {
 	if (!c || !nr || !c->level0)
 		return;
+	unregister_counters(c, nr);
 	if (c->flags & TALLY_COUNTER_OWNS_PERCPU)
 		tally_percpu_free(c->domain, c->level0);
 	if (c->flags & TALLY_COUNTER_OWNS_ITEMS)
@@ -164,6 +265,7 @@ void tally_counter_propagate(struct tally_counter *c, unsigned int cpu,
 	unsigned long step = c->batch;
 	unsigned int l;
 
+	(void)tally_inject(TALLY_INJECT_COUNTER_BEFORE_CARRY);
 	for (l = 0; l + 1 < d->nr_levels; l++) {
 		long *item = &c->items[tally_domain_item(d, cpu, l)].value;
 		unsigned long res;
@@ -297,6 +399,19 @@ void tally_counter_approximate_min_max(const struct tally_counter *c,
 	tally_counter_approximate_min_max_range(approx, c->under, 0, min, max);
 }
 
+/*
+ * A compare answers -1, 0 or 1 in one int, where an error code would read
+ * as "below": a NULL counter breaks the contract and aborts, in every
+ * build.
+ */
+static void require_counter(const struct tally_counter *c, const char *fn)
+{
+	if (c)
+		return;
+	fprintf(stderr, "tally: %s() called with a NULL counter\n", fn);
+	abort();
+}
+
 /* -1 / 1 when [amin, amax] lies wholly below / above [bmin, bmax], else 0. */
 static int compare_ranges(long amin, long amax, long bmin, long bmax)
 {
@@ -312,8 +427,8 @@ int tally_counter_approximate_compare(const struct tally_counter *a,
 {
 	long amin, amax, bmin, bmax;
 
-	if (!a || !b)
-		return -EINVAL;
+	require_counter(a, __func__);
+	require_counter(b, __func__);
 	tally_counter_approximate_min_max(a, &amin, &amax);
 	tally_counter_approximate_min_max(b, &bmin, &bmax);
 	return compare_ranges(amin, amax, bmin, bmax);
@@ -324,8 +439,7 @@ int tally_counter_approximate_compare_value(const struct tally_counter *c,
 {
 	long min, max;
 
-	if (!c)
-		return -EINVAL;
+	require_counter(c, __func__);
 	tally_counter_approximate_min_max(c, &min, &max);
 	return compare_ranges(min, max, v, v);
 }
@@ -341,8 +455,8 @@ int tally_counter_precise_compare(const struct tally_counter *a,
 	long amin, amax, bmin, bmax, wide_sum;
 	int r;
 
-	if (!a || !b)
-		return -EINVAL;
+	require_counter(a, __func__);
+	require_counter(b, __func__);
 	tally_counter_approximate_min_max(a, &amin, &amax);
 	tally_counter_approximate_min_max(b, &bmin, &bmax);
 	r = compare_ranges(amin, amax, bmin, bmax);
@@ -366,9 +480,11 @@ int tally_counter_precise_compare(const struct tally_counter *a,
 
 int tally_counter_precise_compare_value(const struct tally_counter *c, long v)
 {
-	int r = tally_counter_approximate_compare_value(c, v);
+	int r;
 
-	if (r || !c)
+	require_counter(c, __func__);
+	r = tally_counter_approximate_compare_value(c, v);
+	if (r)
 		return r;
 	return compare_long(tally_counter_precise_sum(c), v);
 }

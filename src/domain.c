@@ -510,7 +510,7 @@ static void build_system_domain(void)
 	set_low_bits_positions(d);
 	set_topology_positions(d, root);
 	build_shape(d);
-	system_domain = d;
+	__atomic_store_n(&system_domain, d, __ATOMIC_RELEASE);
 }
 
 struct tally_domain *tally_domain_system(void)
@@ -545,7 +545,8 @@ void tally_percpu_free(struct tally_domain *d, void *ptr)
 
 void tally_domain_destroy(struct tally_domain *d)
 {
-	if (d && d != system_domain)
+	/* Atomic: the system domain may be being built in another thread. */
+	if (d && d != __atomic_load_n(&system_domain, __ATOMIC_ACQUIRE))
 		domain_free(d);
 }
 

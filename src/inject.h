@@ -68,4 +68,11 @@ static inline int tally_inject(enum tally_inject_point point)
 
 #endif /* TALLY_INJECT */
 
+/*
+ * The rseq sequences (tally/percpu_x86_64.h) also hold, in TALLY_INJECT
+ * builds, a delay of tally_inject_rseq_delay iterations between their
+ * read of cpu_id and their commit, and count their aborts in
+ * tally_inject_rseq_aborts; both are declared there.
+ */
+
 #endif /* TALLY_INJECT_H */

@@ -10,10 +10,11 @@
  * Invariant: the "used" bitmap of a chunk marks the 8-byte granules taken
  * in every unit, the "start" bitmap the first granule of each allocation,
  * and every free granule is zero in every unit (freeing clears it), so an
- * allocation needs no clearing and untouched pages stay unmapped.
+ * allocation needs no clearing and untouched pages stay uncommitted.
  *
  * Costs: alloc and free take the pool's mutex and scan the bitmaps of
- * its chunks, O(chunks x UNIT/8); free also clears nr_units copies.
+ * its chunks, O(chunks x UNIT/8); free also reads nr_units copies and
+ * clears the non-zero granules (never writing a page no CPU wrote).
  * Neither is on an update path.  Units are mapped lazily, so a CPU's unit
  * gets its pages from the first CPU that writes them (the CPU itself, for
  * updates).
@@ -158,6 +159,21 @@ void *tally_percpu_pool_alloc(struct tally_percpu_pool *pool, size_t size,
 	return ch->base + (size_t)first * GRANULE;
 }
 
+/*
+ * Zero @n granules, writing only the non-zero ones: reading a page no CPU
+ * ever wrote maps the shared zero page and commits nothing, where a store
+ * would commit a page for a CPU that may never run (a VM with 384 possible
+ * CPUs and 8 online).
+ */
+static void clear_granules(void *copy, size_t n)
+{
+	uint64_t *g = copy;
+
+	for (size_t i = 0; i < n; i++)
+		if (g[i])
+			g[i] = 0;
+}
+
 void tally_percpu_pool_free(struct tally_percpu_pool *pool, void *ptr)
 {
 	struct tally_percpu_chunk *ch;
@@ -182,7 +198,7 @@ void tally_percpu_pool_free(struct tally_percpu_pool *pool, void *ptr)
 		n++;
 	}
 	for (unsigned int cpu = 0; cpu < pool->nr_units; cpu++)
-		memset(tally_percpu_ptr(ptr, cpu), 0, n * GRANULE);
+		clear_granules(tally_percpu_ptr(ptr, cpu), n);
 	ch->nr_free += n;
 	ch->no_fit = 0;
 out:
@@ -190,6 +206,12 @@ out:
 }
 
 /* --- registry of live pools, for fork ------------------------------------ */
+
+void tally_mutex_reset(pthread_mutex_t *lock)
+{
+	pthread_mutex_unlock(lock);
+	pthread_mutex_init(lock, NULL);
+}
 
 static pthread_mutex_t pools_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct tally_percpu_pool *pools;
@@ -224,14 +246,16 @@ static void fork_parent(void)
 }
 
 /*
- * A mutex taken before fork is owned by the parent's thread: the child
- * initialises a fresh one rather than unlocking one it does not own.
+ * The child's only thread took these locks in fork_prepare(); it releases
+ * them (so that tools tracking owners, like TSan, see them released) and
+ * initialises them afresh, free of any waiter the parent had: a thread
+ * the child does not have.
  */
 static void fork_child(void)
 {
 	for (struct tally_percpu_pool *p = pools; p; p = p->next)
-		pthread_mutex_init(&p->lock, NULL);
-	pthread_mutex_init(&pools_lock, NULL);
+		tally_mutex_reset(&p->lock);
+	tally_mutex_reset(&pools_lock);
 }
 
 __attribute__((constructor)) static void install_fork_handlers(void)

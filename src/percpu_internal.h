@@ -36,4 +36,10 @@ void tally_percpu_pool_free(struct tally_percpu_pool *pool, void *ptr);
 /* Unregister @pool and unmap every chunk; nothing of it may be in use. */
 void tally_percpu_pool_release(struct tally_percpu_pool *pool);
 
+/*
+ * In a fork child, a mutex its thread took before fork: unlock it, then
+ * initialise it afresh (no waiter of the parent left in it).
+ */
+void tally_mutex_reset(pthread_mutex_t *lock);
+
 #endif /* TALLY_PERCPU_INTERNAL_H */

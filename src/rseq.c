@@ -4,7 +4,9 @@
  *
  * The fast paths (tally/percpu.h) find the thread's struct rseq at
  * thread pointer + tally_rseq_area_offset.  That offset is set once, by a
- * constructor, and never changes, so the mode is process-wide:
+ * constructor or by an update that comes before it (the offset is 0 until
+ * then, which the fast paths send here), and never changes, so the mode is
+ * process-wide:
  *
  *   GLIBC     glibc registered every thread: offset = __rseq_offset.
  *   OWN       glibc did not: offset of tally's own initial-exec TLS area,
@@ -17,12 +19,14 @@
  *
  * Never mixing rseq and atomic updates in one process is what keeps the
  * sums exact: an atomic add from a thread whose CPU number went stale could
- * race with a plain rseq store on that slot.
+ * race with a plain rseq store on that slot.  So a thread that cannot use
+ * rseq in a GLIBC or OWN process aborts the process with a message.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdbool.h>
 #include <linux/rseq.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -31,6 +35,7 @@
 #include <unistd.h>
 
 #include <tally/percpu.h>
+#include "inject.h"
 
 /* glibc >= 2.35 exports these; weak so that older glibc still links. */
 extern const ptrdiff_t __rseq_offset __attribute__((weak));
@@ -54,10 +59,12 @@ static ptrdiff_t own_area_offset(void)
 
 static int register_own_area(void)
 {
-	int err = 0;
+	int err = tally_inject(TALLY_INJECT_RSEQ_REGISTER);
 
-	if (syscall(__NR_rseq, &own_area, sizeof(own_area), 0,
-		    TALLY_RSEQ_SIG) != 0)
+	if (err)
+		err = -err;
+	else if (syscall(__NR_rseq, &own_area, sizeof(own_area), 0,
+			 TALLY_RSEQ_SIG) != 0)
 		err = -errno;
 	own_registration_tried = 1;
 	return err;
@@ -74,23 +81,35 @@ static bool glibc_registered(void)
 	return (int32_t)rs->cpu_id >= 0;
 }
 
-__attribute__((constructor(101))) static void tally_rseq_init(void)
+static void decide_mode(void)
 {
 	const char *env = getenv("TALLY_RSEQ");
+	enum tally_rseq_mode m;
 
-	if (mode)
-		return;
 	if (env && !strcmp(env, "off")) {
 		tally_rseq_area_offset = own_area_offset();
-		mode = TALLY_RSEQ_FALLBACK;
+		m = TALLY_RSEQ_FALLBACK;
 	} else if (glibc_registered()) {
 		tally_rseq_area_offset = __rseq_offset;
-		mode = TALLY_RSEQ_GLIBC;
+		m = TALLY_RSEQ_GLIBC;
 	} else {
 		tally_rseq_area_offset = own_area_offset();
-		mode = register_own_area() == 0 ? TALLY_RSEQ_OWN
-						: TALLY_RSEQ_FALLBACK;
+		m = register_own_area() == 0 ? TALLY_RSEQ_OWN
+					     : TALLY_RSEQ_FALLBACK;
 	}
+	__atomic_store_n(&mode, m, __ATOMIC_RELEASE);
+}
+
+/*
+ * Run by the constructor, and by the first update when it comes earlier
+ * (from another library's constructor): the offset is 0 until then.
+ */
+__attribute__((constructor(101))) static void tally_rseq_init(void)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+	if (!__atomic_load_n(&mode, __ATOMIC_ACQUIRE))
+		pthread_once(&once, decide_mode);
 }
 
 enum tally_rseq_mode tally_rseq_mode(void)
@@ -100,27 +119,58 @@ enum tally_rseq_mode tally_rseq_mode(void)
 }
 
 /*
- * The slow paths run when the thread's rseq area has a negative cpu_id.  In
- * OWN mode that means the thread has not registered yet: register and let
- * the caller redo the fast path.  Otherwise (FALLBACK mode, or an OWN-mode
- * thread the kernel refused, which happens only if something registered
- * an area for it behind glibc's back) update atomically the slot of the CPU
- * sched_getcpu() names.
+ * A thread without rseq in a process whose other threads use it: an atomic
+ * add on sched_getcpu()'s slot could race with another thread's plain rseq
+ * store on that slot and lose updates.  Never mix: stop, loudly.  write()
+ * because this may run in a signal handler.
+ */
+static void __attribute__((noreturn)) refuse_to_mix(void)
+{
+	static const char msg[] =
+		"tally: this thread has no rseq registration while the "
+		"process updates per-CPU data with rseq; atomic updates "
+		"would race with them and lose counts, so tally aborts "
+		"(TALLY_RSEQ=off makes the whole process use atomic "
+		"updates)\n";
+
+	if (write(STDERR_FILENO, msg, sizeof(msg) - 1) < 0)
+		abort();
+	abort();
+}
+
+static int32_t area_cpu_id(void)
+{
+	const struct rseq *rs =
+		(const struct rseq *)((char *)__builtin_thread_pointer() +
+				      tally_rseq_area_offset);
+
+	return (int32_t)__atomic_load_n(&rs->cpu_id, __ATOMIC_RELAXED);
+}
+
+/*
+ * The slow paths run when the fast path found no usable rseq area: before
+ * the mode was decided (set it up), in OWN mode before the thread's first
+ * registration (register), or in FALLBACK mode.  True when the caller must
+ * redo the fast path, false for an atomic update of the slot of
+ * sched_getcpu()'s CPU (FALLBACK mode only).  A thread that still has no
+ * rseq area while the process uses rseq (glibc could not register it, or
+ * the kernel refused ours) makes the process abort.
  */
 static bool registered_now(void)
 {
-	if (mode != TALLY_RSEQ_OWN)
+	tally_rseq_init();
+	if (mode == TALLY_RSEQ_FALLBACK)
 		return false;
-	if (!own_registration_tried)
+	if (mode == TALLY_RSEQ_OWN && !own_registration_tried)
 		register_own_area();
 	/*
 	 * A signal handler that updated between our check and our syscall
 	 * registered the area itself (ours then fails with EBUSY): the area
-	 * counts, not the syscall's result, or this update would go atomic
-	 * while other threads use rseq on the same slot.
+	 * counts, not the syscall's result.
 	 */
-	return (int32_t)__atomic_load_n(&own_area.cpu_id, __ATOMIC_RELAXED) >=
-	       0;
+	if (area_cpu_id() < 0)
+		refuse_to_mix();
+	return true;
 }
 
 static unsigned int fallback_cpu(void)
@@ -164,11 +214,10 @@ long tally_percpu_xchg_slow(long *ptr, long v)
 
 unsigned int tally_current_cpu(void)
 {
-	const struct rseq *rs =
-		(const struct rseq *)((char *)__builtin_thread_pointer() +
-				      tally_rseq_area_offset);
-	int32_t c = (int32_t)__atomic_load_n(&rs->cpu_id, __ATOMIC_RELAXED);
+	int32_t c;
 
+	tally_rseq_init();
+	c = area_cpu_id();
 	if (c < 0) {
 		c = sched_getcpu();
 		if (c < 0)

@@ -8,6 +8,7 @@
  */
 #define _GNU_SOURCE
 #include <limits.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -71,14 +72,66 @@ TEST(null_arguments_of_int_returning_functions_give_einval)
 	CHECK_EQ_LONG(tally_counter_accuracy(d, 32, NULL, &u), -EINVAL);
 	CHECK_EQ_LONG(tally_counter_accuracy(d, 32, &u, NULL), -EINVAL);
 	REQUIRE(tally_counter_init(&c, d, 32) == 0);
-	CHECK_EQ_LONG(tally_counter_approximate_compare(NULL, &c), -EINVAL);
-	CHECK_EQ_LONG(tally_counter_approximate_compare(&c, NULL), -EINVAL);
-	CHECK_EQ_LONG(tally_counter_approximate_compare_value(NULL, 0),
-		      -EINVAL);
-	CHECK_EQ_LONG(tally_counter_precise_compare(NULL, &c), -EINVAL);
-	CHECK_EQ_LONG(tally_counter_precise_compare(&c, NULL), -EINVAL);
-	CHECK_EQ_LONG(tally_counter_precise_compare_value(NULL, 0), -EINVAL);
 	sim_destroy(&c, d);
+}
+
+/* The counter the NULL-compare children compare with. */
+static struct tally_counter compared;
+
+static void approximate_compare_null_first(void)
+{
+	tally_counter_approximate_compare(NULL, &compared);
+}
+
+static void approximate_compare_null_second(void)
+{
+	tally_counter_approximate_compare(&compared, NULL);
+}
+
+static void approximate_compare_value_null(void)
+{
+	tally_counter_approximate_compare_value(NULL, 0);
+}
+
+static void precise_compare_null_first(void)
+{
+	tally_counter_precise_compare(NULL, &compared);
+}
+
+static void precise_compare_null_second(void)
+{
+	tally_counter_precise_compare(&compared, NULL);
+}
+
+static void precise_compare_value_null(void)
+{
+	tally_counter_precise_compare_value(NULL, 0);
+}
+
+/*
+ * A compare returns -1, 0 or 1 in one int: an error code there would read
+ * as "below".  NULL is a contract violation that aborts with a message.
+ */
+TEST(compares_of_null_counters_abort_with_a_message)
+{
+	static void (*const calls[])(void) = {
+		approximate_compare_null_first, approximate_compare_null_second,
+		approximate_compare_value_null, precise_compare_null_first,
+		precise_compare_null_second, precise_compare_value_null,
+	};
+	struct tally_domain *d = util_domain(4);
+	char text[512];
+
+	REQUIRE(tally_counter_init(&compared, d, 32) == 0);
+	for (size_t i = 0; i < ARRAY_SIZE(calls); i++) {
+		int status = util_run_capturing_stderr(calls[i], text,
+						       sizeof(text));
+
+		if (!CHECK_EQ_LONG(status, 128 + SIGABRT) ||
+		    !CHECK(strstr(text, "tally:") && strstr(text, "NULL")))
+			harness_log("call %zu: stderr \"%s\"", i, text);
+	}
+	sim_destroy(&compared, d);
 }
 
 TEST(init_many_rejects_zero_too_many_and_misaligned_items)

@@ -172,3 +172,30 @@ int util_pin_random(struct rng *r)
 		return util_pin(-1);
 	return util_pin((int)util_allowed_cpu((unsigned int)rng_below(r, 64)));
 }
+
+int util_run_capturing_stderr(void (*fn)(void), char *text, size_t len)
+{
+	int fds[2];
+	size_t got = 0;
+	ssize_t n;
+	pid_t pid;
+
+	if (pipe(fds))
+		return -1;
+	fflush(NULL);
+	pid = fork();
+	if (pid == 0) {
+		close(fds[0]);
+		dup2(fds[1], STDERR_FILENO);
+		alarm(30);
+		fn();
+		harness_child_exit();
+	}
+	close(fds[1]);
+	while (got + 1 < len &&
+	       (n = read(fds[0], text + got, len - 1 - got)) > 0)
+		got += (size_t)n;
+	text[got] = '\0';
+	close(fds[0]);
+	return harness_wait_child(pid);
+}

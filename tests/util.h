@@ -62,4 +62,11 @@ int util_pin(int cpu);
 /* Pin the calling thread to a random allowed CPU, or 1 time in 4 to all. */
 int util_pin_random(struct rng *r);
 
+/*
+ * Run @fn in a forked child (alarm of 30 s) whose stderr goes to a pipe;
+ * what it wrote goes to @text (@len bytes with the NUL).  Returns as
+ * harness_wait_child().
+ */
+int util_run_capturing_stderr(void (*fn)(void), char *text, size_t len);
+
 #endif /* TALLY_TESTS_UTIL_H */

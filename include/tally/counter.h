@@ -42,6 +42,16 @@
  *	4096   {8,8,8,8}      32          471040           524288
  *
  * tally_counter_accuracy() computes the bound for any domain and batch.
+ *
+ * fork().  A thread of the parent that had added to its CPU's slot but not
+ * yet carried into the tree does not exist in the child.  So every live
+ * counter is registered, and the child recomputes each counter's tree
+ * items from its slots (the items of a quiet counter are a function of
+ * the slots alone): the child's counters are exact and within the bound,
+ * as if every add had completed.  This costs the child O(counters x
+ * nr_cpus) in fork().  Counter init and destroy take one lock, held
+ * across fork.  Being registered by address, an initialized counter must
+ * not be moved or copied.
  */
 
 #include <errno.h>
@@ -72,6 +82,8 @@ struct tally_counter {
 	long bias;				/* added to both sums (set) */
 	unsigned long under;			/* accuracy bound, see above */
 	unsigned int flags;
+	/* Registry of live counters, for fork. */
+	struct tally_counter *prev, *next;
 };
 
 /* Internal flag bits of struct tally_counter. */
@@ -285,8 +297,10 @@ void tally_counter_approximate_min_max(const struct tally_counter *c,
  * @a: first counter.
  * @b: second counter.
  *
+ * Neither counter may be NULL (see tally_counter_precise_compare()).
+ *
  * Return: -1 when @a is surely below @b, 1 when surely above, 0 when their
- * ranges overlap and the approximations cannot decide; -EINVAL for NULL.
+ * ranges overlap and the approximations cannot decide.
  */
 int tally_counter_approximate_compare(const struct tally_counter *a,
 				      const struct tally_counter *b);
@@ -296,8 +310,10 @@ int tally_counter_approximate_compare(const struct tally_counter *a,
  * @c: the counter.
  * @v: the value.
  *
+ * @c may not be NULL (see tally_counter_precise_compare()).
+ *
  * Return: -1 when the counter is surely below @v, 1 when surely above, 0
- * when undecided; -EINVAL for NULL.
+ * when undecided.
  */
 int tally_counter_approximate_compare_value(const struct tally_counter *c,
 					    long v);
@@ -310,8 +326,12 @@ int tally_counter_approximate_compare_value(const struct tally_counter *c,
  * Uses the approximations first and takes precise sums only when they
  * cannot decide, starting with the counter whose range is wider.
  *
- * Return: -1, 0 or 1 as @a's precise sum is below, equal to or above @b's;
- * -EINVAL for NULL.
+ * The four compare functions answer in the sign of one int, where an error
+ * code would read as "below": they have no error return.  A NULL counter
+ * breaks their contract: they print a message on stderr and abort(), in
+ * every build.
+ *
+ * Return: -1, 0 or 1 as @a's precise sum is below, equal to or above @b's.
  */
 int tally_counter_precise_compare(const struct tally_counter *a,
 				  const struct tally_counter *b);
@@ -321,8 +341,9 @@ int tally_counter_precise_compare(const struct tally_counter *a,
  * @c: the counter.
  * @v: the value.
  *
- * Return: -1, 0 or 1 as the precise sum is below, equal to or above @v;
- * -EINVAL for NULL.
+ * @c may not be NULL (see tally_counter_precise_compare()).
+ *
+ * Return: -1, 0 or 1 as the precise sum is below, equal to or above @v.
  */
 int tally_counter_precise_compare_value(const struct tally_counter *c, long v);
 

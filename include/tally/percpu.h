@@ -13,7 +13,10 @@
  *
  * Allocations of one domain are packed inside each CPU's unit, so the slots
  * that many counters keep for one CPU share that CPU's cache lines and
- * never a line of another CPU.  A counter's level 0 costs 8 bytes per CPU.
+ * never a line of another CPU.  A counter's level 0 costs 8 bytes per
+ * possible CPU of address space; a page of a CPU's unit is committed only
+ * when something writes it (that CPU's updates; reads and frees never
+ * commit a page), so CPUs that never run cost no memory.
  *
  * Updates.  On the system domain, tally_percpu_add() and
  * tally_percpu_add_return() update the current CPU's copy inside a
@@ -23,6 +26,15 @@
  * is reused (__rseq_offset); tally registers its own area only when glibc
  * did not.  If rseq cannot be used at all the whole process falls back to
  * an atomic add on the slot of sched_getcpu()'s CPU, still exact.
+ * Updates may start before tally's constructor ran (from another
+ * constructor): the first one sets the mode up.
+ *
+ * Never mixed: an atomic add could race with another thread's plain rseq
+ * store on the same slot and lose counts.  So in a process that uses rseq,
+ * a thread that cannot (tally's own registration refused by the kernel,
+ * or a thread glibc could not register) prints a message on stderr and
+ * aborts the process at its first update.  TALLY_RSEQ=off avoids it by
+ * making the whole process use atomic updates.
  *
  * On a simulated domain updates name their CPU and are atomic adds
  * (tally_percpu_add_return_cpu()), so any number of threads may update the
@@ -143,7 +155,8 @@ static inline void tally_percpu_add(long *ptr, long v);
  *	byte offsets from it, which are the same on every CPU.
  * @offs: @nr offsets from @base of the per-CPU longs that get @hint
  *	(e.g. the flush-threshold counts of a group and its ancestors).
- * @nr: 1 to 8 (unrolled); more is done by a loop.
+ * @nr: 1 to 8 (unrolled); more is done by a loop; 0 is the add of @v
+ *	alone.
  * @hint: added to each of them on the current CPU.
  * @ptr: per-CPU pointer to the long that must get @v exactly once.
  * @v: the exact increment.
@@ -155,8 +168,9 @@ static inline void tally_percpu_add(long *ptr, long v);
  * use it only for counts where counting too much is harmless, like the
  * flush thresholds of the statistics tree.
  *
- * Return: the bitwise OR of the new hint values; with a power-of-two
- * batch, it is >= batch exactly when some hint reached the batch.
+ * Return: the bitwise OR of the new hint values (0 without hints); with a
+ * power-of-two batch, it is >= batch exactly when some hint reached the
+ * batch.
  */
 static inline unsigned long tally_percpu_add_hints(long *base,
 						   const long *offs,

@@ -23,7 +23,38 @@
  * slot, and ends with the single committing store.  Label 1 starts the
  * sequence, 2 ends it, 3 is the descriptor, 4 the abort entry.
  */
-#define TALLY_RSEQ_CS_BEGIN						\
+#ifdef TALLY_INJECT
+/*
+ * Test builds: a delay of tally_inject_rseq_delay iterations inside every
+ * sequence, after cpu_id is read and before the commit (in @reg, a
+ * register the sequence clobbers), so that signals and preemption land
+ * there; each abort is counted in tally_inject_rseq_aborts.  Hidden: the
+ * asm reaches the delay RIP-relative, without a register for its address.
+ */
+extern long tally_inject_rseq_delay __attribute__((visibility("hidden")));
+extern unsigned long tally_inject_rseq_aborts
+	__attribute__((visibility("hidden")));
+#define TALLY_RSEQ_DELAY_(reg)						\
+	"movq %[rseq_delay], " reg "\n\t"				\
+	"7:\n\t"							\
+	"testq " reg ", " reg "\n\t"					\
+	"jz 8f\n\t"							\
+	"decq " reg "\n\t"						\
+	"jmp 7b\n\t"							\
+	"8:\n\t"
+#define TALLY_RSEQ_DELAY_OPERAND_ , [rseq_delay] "m" (tally_inject_rseq_delay)
+#define TALLY_RSEQ_DELAY_CLOBBER_ "rcx",
+#define TALLY_RSEQ_COUNT_ABORT_()					\
+	__atomic_add_fetch(&tally_inject_rseq_aborts, 1, __ATOMIC_RELAXED)
+#else
+#define TALLY_RSEQ_DELAY_(reg)
+#define TALLY_RSEQ_DELAY_OPERAND_
+#define TALLY_RSEQ_DELAY_CLOBBER_
+#define TALLY_RSEQ_COUNT_ABORT_() ((void)0)
+#endif
+
+/* The start of every sequence; @scratch is free for the test delay. */
+#define TALLY_RSEQ_CS_BEGIN_(scratch)					\
 	".pushsection __rseq_cs, \"aw\"\n\t"				\
 	".balign 32\n\t"						\
 	"3:\n\t"							\
@@ -36,38 +67,55 @@
 	"4:\n\t"							\
 	"jmp %l[aborted]\n\t"						\
 	".popsection\n\t"						\
+	"testq %[rseq_off], %[rseq_off]\n\t"				\
+	"jz %l[unregistered]\n\t"					\
 	"leaq 3b(%%rip), %%rax\n\t"					\
 	"movq %%rax, %[rseq_cs]\n\t"					\
 	"1:\n\t"							\
 	"movl %[cpu_id], %%eax\n\t"					\
 	"testl %%eax, %%eax\n\t"					\
-	"js %l[unregistered]\n\t"
+	"js %l[unregistered]\n\t"					\
+	TALLY_RSEQ_DELAY_(scratch)
 
+/*
+ * The thread's rseq area.  Its offset is 0 until tally's constructor set
+ * it (an update from an earlier constructor), which would name the thread
+ * control block: every sequence first tests the offset and takes its slow
+ * path, which sets the mode up, before touching the area.  The test is in
+ * the asm, not in C: gcc 12 miscompiles outputs of asm goto statements
+ * reached through more C branches (a stale spill slot is read back).
+ */
+#define TALLY_RSEQ_AREA_(off)						\
+	((unsigned char *)__builtin_thread_pointer() + (off))
+
+/* Internal: the thread's rseq area, once the mode is set up. */
 static inline unsigned char *tally_rseq_area_(void)
 {
-	return (unsigned char *)__builtin_thread_pointer() +
-	       tally_rseq_area_offset;
+	return TALLY_RSEQ_AREA_(tally_rseq_area_offset);
 }
 
 /* Offsets inside struct rseq (linux/rseq.h). */
 #define TALLY_RSEQ_CPU_ID_OFFSET 4
 #define TALLY_RSEQ_CS_OFFSET 8
 
-/* The rseq area operands of every sequence: rseq_cs and cpu_id. */
-#define TALLY_RSEQ_AREA_OPERANDS_(rs)					\
+/* The rseq area operands of every sequence: offset, rseq_cs, cpu_id. */
+#define TALLY_RSEQ_AREA_OPERANDS_(off, rs)				\
+	[rseq_off] "r" (off),						\
 	[rseq_cs] "m" (*(uint64_t *)((rs) + TALLY_RSEQ_CS_OFFSET)),	\
-	[cpu_id] "m" (*(uint32_t *)((rs) + TALLY_RSEQ_CPU_ID_OFFSET))
+	[cpu_id] "m" (*(uint32_t *)((rs) + TALLY_RSEQ_CPU_ID_OFFSET))	\
+	TALLY_RSEQ_DELAY_OPERAND_
 
 static inline long tally_percpu_add_return(long *ptr, long v,
 					   unsigned int *cpu)
 {
-	unsigned char *rs = tally_rseq_area_();
+	ptrdiff_t off = tally_rseq_area_offset;
+	unsigned char *rs = TALLY_RSEQ_AREA_(off);
 	long res;
 	unsigned long c;
 
 retry:
 	__asm__ __volatile__ goto(
-		TALLY_RSEQ_CS_BEGIN
+		TALLY_RSEQ_CS_BEGIN_("%%rcx")
 		"movl %%eax, %k[c]\n\t"
 		"shlq %[shift], %%rax\n\t"
 		"addq %[base], %%rax\n\t"
@@ -76,15 +124,16 @@ retry:
 		"movq %[res], (%%rax)\n\t"
 		"2:\n\t"
 		: [res] "=&r" (res), [c] "=&r" (c)
-		: TALLY_RSEQ_AREA_OPERANDS_(rs),
+		: TALLY_RSEQ_AREA_OPERANDS_(off, rs),
 		  [base] "r" (ptr), [v] "r" (v),
 		  [shift] "i" (TALLY_PERCPU_UNIT_SHIFT)
-		: "rax", "memory", "cc"
+		: TALLY_RSEQ_DELAY_CLOBBER_ "rax", "memory", "cc"
 		: aborted, unregistered);
 	*cpu = (unsigned int)c;
 	return res;
 aborted:
 	/* Preempted, migrated or signalled before the commit: redo. */
+	TALLY_RSEQ_COUNT_ABORT_();
 	goto retry;
 unregistered: {
 	/* A local of its own: *cpu stays in a register on the fast path. */
@@ -98,24 +147,26 @@ unregistered: {
 
 static inline void tally_percpu_add(long *ptr, long v)
 {
-	unsigned char *rs = tally_rseq_area_();
+	ptrdiff_t off = tally_rseq_area_offset;
+	unsigned char *rs = TALLY_RSEQ_AREA_(off);
 	unsigned int cpu;
 
 retry:
 	__asm__ __volatile__ goto(
-		TALLY_RSEQ_CS_BEGIN
+		TALLY_RSEQ_CS_BEGIN_("%%rcx")
 		"shlq %[shift], %%rax\n\t"
 		"addq %[base], %%rax\n\t"
 		"addq %[v], (%%rax)\n\t"
 		"2:\n\t"
 		:
-		: TALLY_RSEQ_AREA_OPERANDS_(rs),
+		: TALLY_RSEQ_AREA_OPERANDS_(off, rs),
 		  [base] "r" (ptr), [v] "r" (v),
 		  [shift] "i" (TALLY_PERCPU_UNIT_SHIFT)
-		: "rax", "memory", "cc"
+		: TALLY_RSEQ_DELAY_CLOBBER_ "rax", "memory", "cc"
 		: aborted, unregistered);
 	return;
 aborted:
+	TALLY_RSEQ_COUNT_ABORT_();
 	goto retry;
 unregistered:
 	tally_percpu_add_return_slow(ptr, v, &cpu);
@@ -142,13 +193,13 @@ unregistered:
 
 #define TALLY_HINTS_CS_(hints)						\
 	__asm__ __volatile__ goto(					\
-		TALLY_RSEQ_CS_BEGIN					\
+		TALLY_RSEQ_CS_BEGIN_("%%r8")				\
 		TALLY_HINTS_PROLOGUE_					\
 		hints							\
 		"addq %[v], (%%rax,%[vofs])\n\t"			\
 		"2:\n\t"						\
 		: [acc] "=&r" (acc), [c] "=&r" (c)			\
-		: TALLY_RSEQ_AREA_OPERANDS_(rs),			\
+		: TALLY_RSEQ_AREA_OPERANDS_(off, rs),			\
 		  [base] "r" (base), [offs] "r" (offs),			\
 		  [hint] "r" (hint), [vofs] "r" (vofs), [v] "r" (v),	\
 		  [shift] "i" (TALLY_PERCPU_UNIT_SHIFT)			\
@@ -161,7 +212,8 @@ static inline unsigned long tally_percpu_add_hints(long *base,
 						   long *ptr, long v,
 						   unsigned int *cpu)
 {
-	unsigned char *rs = tally_rseq_area_();
+	ptrdiff_t off = tally_rseq_area_offset;
+	unsigned char *rs = TALLY_RSEQ_AREA_(off);
 	long vofs = (char *)ptr - (char *)base;
 	unsigned long acc, c;
 
@@ -203,8 +255,10 @@ retry:
 		unsigned long left = nr;
 
 		__asm__ __volatile__ goto(
-			TALLY_RSEQ_CS_BEGIN
+			TALLY_RSEQ_CS_BEGIN_("%%r8")
 			TALLY_HINTS_PROLOGUE_
+			"testq %[left], %[left]\n\t"
+			"jz 6f\n\t"
 			"5:\n\t"
 			"movq (%[cursor]), %%r8\n\t"
 			"movq (%%rax,%%r8), %%r9\n\t"
@@ -214,11 +268,12 @@ retry:
 			"addq $8, %[cursor]\n\t"
 			"decq %[left]\n\t"
 			"jnz 5b\n\t"
+			"6:\n\t"
 			"addq %[v], (%%rax,%[vofs])\n\t"
 			"2:\n\t"
 			: [acc] "=&r" (acc), [c] "=&r" (c),
 			  [cursor] "+r" (cursor), [left] "+r" (left)
-			: TALLY_RSEQ_AREA_OPERANDS_(rs),
+			: TALLY_RSEQ_AREA_OPERANDS_(off, rs),
 			  [base] "r" (base), [hint] "r" (hint),
 			  [vofs] "r" (vofs), [v] "r" (v),
 			  [shift] "i" (TALLY_PERCPU_UNIT_SHIFT)
@@ -230,6 +285,7 @@ retry:
 	*cpu = (unsigned int)c;
 	return acc;
 aborted:
+	TALLY_RSEQ_COUNT_ABORT_();
 	goto retry;
 unregistered:
 	return tally_percpu_add_hints_slow(base, offs, nr, hint, ptr, v, cpu);
@@ -237,25 +293,27 @@ unregistered:
 
 static inline long tally_percpu_xchg(long *ptr, long v)
 {
-	unsigned char *rs = tally_rseq_area_();
+	ptrdiff_t off = tally_rseq_area_offset;
+	unsigned char *rs = TALLY_RSEQ_AREA_(off);
 	long old;
 
 retry:
 	__asm__ __volatile__ goto(
-		TALLY_RSEQ_CS_BEGIN
+		TALLY_RSEQ_CS_BEGIN_("%%rcx")
 		"shlq %[shift], %%rax\n\t"
 		"addq %[base], %%rax\n\t"
 		"movq (%%rax), %[old]\n\t"
 		"movq %[v], (%%rax)\n\t"
 		"2:\n\t"
 		: [old] "=&r" (old)
-		: TALLY_RSEQ_AREA_OPERANDS_(rs),
+		: TALLY_RSEQ_AREA_OPERANDS_(off, rs),
 		  [base] "r" (ptr), [v] "r" (v),
 		  [shift] "i" (TALLY_PERCPU_UNIT_SHIFT)
-		: "rax", "memory", "cc"
+		: TALLY_RSEQ_DELAY_CLOBBER_ "rax", "memory", "cc"
 		: aborted, unregistered);
 	return old;
 aborted:
+	TALLY_RSEQ_COUNT_ABORT_();
 	goto retry;
 unregistered:
 	return tally_percpu_xchg_slow(ptr, v);

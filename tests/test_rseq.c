@@ -1,0 +1,288 @@
+// SPDX-License-Identifier: MIT
+/*
+ * test_rseq.c - the rseq update paths at their edges: a thread whose own
+ * registration fails (the process must die rather than mix rseq and
+ * atomic updates), updates made before tally's constructor ran, and the
+ * hint sequence for every hint count against an oracle.
+ *
+ * Tests that need a fresh process or a given rseq mode run a copy of this
+ * binary (harness_rerun()); the ones that need hooks exist only in builds
+ * with -DTALLY_INJECT.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "inject.h"
+#include "util.h"
+
+/* Per-CPU longs for the hint tests: slot 0 gets v, 1..10 the hints. */
+#define HINT_SLOTS 11
+
+/*
+ * @calls hint sequences of @nr hints (0 to 10) pinned on @cpu, each checked
+ * against the slots it updated; then the totals over every CPU.
+ */
+static void hints_match_oracle(long *slots, unsigned long nr, long calls,
+			       unsigned int cpu)
+{
+	long offs[HINT_SLOTS], total[HINT_SLOTS] = { 0 };
+	unsigned long acc, or = 0;
+	unsigned int got;
+
+	for (unsigned long i = 0; i < nr; i++)
+		offs[i] = (long)((i + 1) * sizeof(long));
+	util_pin((int)cpu);
+	for (long k = 0; k < calls; k++) {
+		acc = tally_percpu_add_hints(slots, offs, nr, 3, slots, k, &got);
+		if (!CHECK_EQ_LONG(got, cpu))
+			break;
+		or = 0;
+		for (unsigned long i = 1; i <= nr; i++)
+			or |= (unsigned long)tally_percpu_read_cpu(slots + i,
+								   cpu);
+		if (!CHECK_EQ_ULONG(acc, or))
+			break;
+	}
+	util_pin(-1);
+	for (unsigned int c = 0;
+	     c < tally_domain_nr_cpus(tally_domain_system()); c++)
+		for (unsigned int i = 0; i < HINT_SLOTS; i++)
+			total[i] += tally_percpu_read_cpu(slots + i, c);
+	/* v exactly once per call; a restart may repeat a hint. */
+	CHECK_EQ_LONG(total[0], calls * (calls - 1) / 2);
+	for (unsigned long i = 1; i < HINT_SLOTS; i++) {
+		if (i <= nr && !CHECK(total[i] >= 3 * calls && total[i] % 3 == 0))
+			harness_log("nr %lu, hint %lu: %ld", nr, i, total[i]);
+		if (i > nr)
+			CHECK_EQ_LONG(total[i], 0);
+	}
+}
+
+static void zero_hints_once(void)
+{
+	long *slots = tally_percpu_alloc(NULL, HINT_SLOTS * sizeof(long), 0);
+
+	if (CHECK(slots))
+		hints_match_oracle(slots, 0, 1, util_allowed_cpu(0));
+}
+
+TEST(add_hints_of_zero_hints_is_the_exact_add_alone)
+{
+	char text[256];
+
+	/* In a child: the unfixed sequence loops through 2^64 hints. */
+	CHECK_EQ_LONG(util_run_capturing_stderr(zero_hints_once, text,
+						sizeof(text)),
+		      0);
+}
+
+TEST(add_hints_of_0_to_10_hints_match_the_oracle)
+{
+	for (unsigned long nr = 0; nr < HINT_SLOTS; nr++) {
+		long *slots = tally_percpu_alloc(NULL,
+						 HINT_SLOTS * sizeof(long), 0);
+
+		REQUIRE(slots);
+		hints_match_oracle(slots, nr, harness_scale(2000),
+				   util_allowed_cpu((unsigned int)nr));
+		tally_percpu_free(NULL, slots);
+		if (harness_test_failed()) {
+			harness_log("with %lu hints", nr);
+			break;
+		}
+	}
+}
+
+#ifdef TALLY_INJECT
+
+/* The environment of a copy in own-registration mode. */
+static const char *const own_mode_env[] = {
+	"TALLY_RSEQ=", "GLIBC_TUNABLES=glibc.pthread.rseq=0", NULL
+};
+
+
+static int fail_registration(enum tally_inject_point point, void *arg)
+{
+	return ENOSYS;
+}
+
+static void *add_once(void *arg)
+{
+	tally_percpu_add(arg, 1);
+	return NULL;
+}
+
+/* A second thread whose own registration fails updates per-CPU data. */
+static void second_thread_fails_to_register(void)
+{
+	long *slots = tally_percpu_alloc(NULL, sizeof(long), 0);
+	pthread_t t;
+
+	tally_percpu_add(slots, 1);
+	tally_inject_set(TALLY_INJECT_RSEQ_REGISTER, fail_registration, NULL);
+	if (pthread_create(&t, NULL, add_once, slots))
+		return;
+	pthread_join(t, NULL);
+	/* Reached only if the update went through some other way. */
+	harness_log("the update of the unregistered thread returned");
+}
+
+/*
+ * Own-registration mode (forced in a copy of this binary) and a thread
+ * whose registration fails: it must not fall back to atomic adds on slots
+ * that other threads update with plain rseq stores.  It dies, loudly.
+ */
+TEST(failed_own_registration_aborts_instead_of_mixing_modes)
+{
+	char text[1024];
+	int status;
+
+	if (!harness_is_child()) {
+		CHECK_EQ_LONG(RERUN_THIS_TEST(own_mode_env), 0);
+		return;
+	}
+	if (tally_rseq_mode() != TALLY_RSEQ_OWN) {
+		harness_log("no own rseq registration here: skipped");
+		return;
+	}
+	status = util_run_capturing_stderr(second_thread_fails_to_register, text,
+				      sizeof(text));
+	CHECK_EQ_LONG(status, 128 + SIGABRT);
+	if (!CHECK(strstr(text, "tally:") && strstr(text, "rseq")))
+		harness_log("stderr: \"%s\"", text);
+}
+
+#endif /* TALLY_INJECT */
+
+#ifdef TALLY_INJECT
+
+/* The sequences the restart test runs; kinds 3.. are hints of nr 0..10. */
+enum { SEQ_ADD, SEQ_ADD_RETURN, SEQ_XCHG, SEQ_HINTS, NR_KINDS = SEQ_HINTS + 11 };
+
+struct restarts {
+	long *slots;		/* HINT_SLOTS per-CPU longs */
+	int kind;
+	long calls;
+	long expected;		/* what slot 0 must sum to (or, for xchg,
+				 * the values written) */
+	long returned;		/* xchg: the values taken out */
+};
+
+static void run_kind(struct restarts *r)
+{
+	long offs[HINT_SLOTS];
+	unsigned int cpu;
+
+	for (unsigned long i = 0; i + 1 < HINT_SLOTS; i++)
+		offs[i] = (long)((i + 1) * sizeof(long));
+	for (long k = 1; k <= r->calls; k++) {
+		switch (r->kind) {
+		case SEQ_ADD:
+			tally_percpu_add(r->slots, k);
+			break;
+		case SEQ_ADD_RETURN:
+			tally_percpu_add_return(r->slots, k, &cpu);
+			break;
+		case SEQ_XCHG:
+			r->returned += tally_percpu_xchg(r->slots, k);
+			break;
+		default:
+			tally_percpu_add_hints(r->slots, offs,
+					       (unsigned long)(r->kind -
+							       SEQ_HINTS),
+					       1, r->slots, k, &cpu);
+		}
+		r->expected += k;
+	}
+}
+
+static void empty_handler(int sig)
+{
+}
+
+struct signaller {
+	pthread_t target;
+	bool stop;
+};
+
+static void *signal_fast(void *arg)
+{
+	struct signaller *s = arg;
+
+	while (!__atomic_load_n(&s->stop, __ATOMIC_RELAXED)) {
+		pthread_kill(s->target, SIGUSR1);
+		sched_yield();
+	}
+	return NULL;
+}
+
+/*
+ * With a delay inside every critical section and SIGUSR1 sent to this
+ * thread as fast as another thread can, every kind of sequence must be
+ * aborted and restarted, and every sum stay exact: v exactly once (for
+ * xchg: each value written is either still in a slot or was returned
+ * once).  TSan defers asynchronous signals to safe points outside the
+ * sequences, so only exactness is checked there; the fallback mode has
+ * no sequences.
+ */
+TEST(every_rseq_sequence_restarts_under_signals_and_stays_exact)
+{
+#ifdef __SANITIZE_THREAD__
+	const bool expect_aborts = false;
+#else
+	const bool expect_aborts = tally_rseq_mode() != TALLY_RSEQ_FALLBACK;
+#endif
+	struct signaller s = { .target = pthread_self() };
+	struct sigaction sa = { .sa_handler = empty_handler };
+	unsigned int nr_cpus = tally_domain_nr_cpus(tally_domain_system());
+	pthread_t thread;
+
+	REQUIRE(sigaction(SIGUSR1, &sa, NULL) == 0);
+	tally_inject_rseq_delay = 2000;
+	REQUIRE(pthread_create(&thread, NULL, signal_fast, &s) == 0);
+	for (int kind = 0; kind < NR_KINDS; kind++) {
+		struct restarts r = {
+			.slots = tally_percpu_alloc(NULL,
+						    HINT_SLOTS * sizeof(long),
+						    0),
+			.kind = kind,
+			.calls = harness_scale(1000),
+		};
+		double deadline = harness_now() + 30;
+		unsigned long aborts;
+		long sum = 0;
+
+		if (!CHECK(r.slots))
+			break;
+		__atomic_store_n(&tally_inject_rseq_aborts, 0,
+				 __ATOMIC_RELAXED);
+		do
+			run_kind(&r);
+		while (expect_aborts && harness_now() < deadline &&
+		       !__atomic_load_n(&tally_inject_rseq_aborts,
+					__ATOMIC_RELAXED));
+		aborts = __atomic_load_n(&tally_inject_rseq_aborts,
+					 __ATOMIC_RELAXED);
+		for (unsigned int cpu = 0; cpu < nr_cpus; cpu++)
+			sum += tally_percpu_read_cpu(r.slots, cpu);
+		if (!CHECK_EQ_LONG(sum + r.returned, r.expected) ||
+		    (expect_aborts && !CHECK(aborts > 0)))
+			harness_log("sequence kind %d: %lu aborts", kind,
+				    aborts);
+		tally_percpu_free(NULL, r.slots);
+	}
+	__atomic_store_n(&s.stop, true, __ATOMIC_RELAXED);
+	pthread_join(thread, NULL);
+	tally_inject_rseq_delay = 0;
+	signal(SIGUSR1, SIG_DFL);
+}
+
+#endif /* TALLY_INJECT */

@@ -33,7 +33,13 @@
 #include <tally/counter.h>
 #include "baselines.h"
 #include "bench.h"
-#include "report.h"
+#include "args.h"
+#include "checks.h"
+#include "json.h"
+#include "machine.h"
+#include "measure.h"
+#include "parallel.h"
+#include "rand.h"
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 

@@ -56,7 +56,12 @@
 #include <tally/stats.h>
 #include "bench.h"
 #include "latency.h"
-#include "report.h"
+#include "args.h"
+#include "checks.h"
+#include "json.h"
+#include "machine.h"
+#include "measure.h"
+#include "rand.h"
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 

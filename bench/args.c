@@ -4,6 +4,7 @@
  */
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "args.h"
 
@@ -29,6 +30,29 @@ int bench_parse_list(const char *s, unsigned int *out, unsigned int max,
 			return -1;
 		s = end + 1;
 	}
+}
+
+int bench_parse_names(const char *s, const char *const *names,
+		      unsigned int nr, unsigned int *mask)
+{
+	unsigned int found = 0;
+
+	for (;;) {
+		size_t len = strcspn(s, ",");
+		unsigned int i = 0;
+
+		while (i < nr && (strlen(names[i]) != len ||
+				  strncmp(s, names[i], len)))
+			i++;
+		if (i == nr)
+			return -1;
+		found |= 1u << i;
+		if (!s[len])
+			break;
+		s += len + 1;
+	}
+	*mask = found;
+	return 0;
 }
 
 int bench_bad_usage(const char *cmd, const char *what, const char *arg,

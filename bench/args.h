@@ -4,7 +4,7 @@
 
 /*
  * args.h - command-line helpers the benchmarks share: option values that
- * are lists, and the message for a bad command line.
+ * are lists (of numbers, of names), and the message for a bad command line.
  */
 
 #include <stdio.h>
@@ -23,6 +23,19 @@
 int bench_parse_list(const char *s, unsigned int *out, unsigned int max,
 		     unsigned int lo, unsigned int hi);
 
+
+/**
+ * bench_parse_names() - parse a comma-separated list of names.
+ * @s: the text, such as "update,create".
+ * @names: the accepted names.
+ * @nr: their number, at most 32.
+ * @mask: set to the names given: bit i for @names[i].
+ *
+ * Return: 0, or -1 for an empty list, an empty or unknown name (@mask is
+ * then unchanged).
+ */
+int bench_parse_names(const char *s, const char *const *names,
+		      unsigned int nr, unsigned int *mask);
 
 /**
  * bench_bad_usage() - report a bad command line of a benchmark.

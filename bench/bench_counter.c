@@ -753,7 +753,8 @@ static int bench_accuracy(struct run *r, enum hop_pattern pattern)
 	for (unsigned int i = 0; i < ARRAY_SIZE(hop_cpus); i++) {
 		struct hop_result h;
 
-		if (hop_run(hop_cpus[i], pattern, hop_steps(r, hop_cpus[i]), &h))
+		if (hop_run(hop_cpus[i], pattern, hop_steps(r, hop_cpus[i]),
+			    &h))
 			return -1;
 		fprintf(r->out,
 			"%6u %9lu %13ld %12lu %14ld (%5ld) %12lu %8.2fx\n",

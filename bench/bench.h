@@ -16,9 +16,8 @@
  * @argc: argument count, including argv[0].
  * @argv: the arguments.
  *
- * Return: the exit status: 0 (also when a target is missed: the report
- * says so), 1 when the benchmark failed (a counter lost updates, no
- * memory), 2 for bad options.
+ * Return: the exit status: 0, 1 when the benchmark failed (a counter lost
+ * updates, no memory), 2 for bad options.
  */
 int tally_bench_counter(int argc, char **argv);
 
@@ -28,9 +27,8 @@ int tally_bench_counter(int argc, char **argv);
  * @argc: argument count, including argv[0].
  * @argv: the arguments.
  *
- * Return: the exit status: 0 (also when a target is missed: the report
- * says so), 1 when the benchmark failed (no memory, no threads), 2 for bad
- * options.
+ * Return: the exit status: 0, 1 when the benchmark failed (no memory, no
+ * threads), 2 for bad options.
  */
 int tally_bench_stats(int argc, char **argv);
 

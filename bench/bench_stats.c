@@ -3,9 +3,9 @@
  * bench_stats.c - `tally bench stats`: the four flushing designs of the
  * statistics tree (tally, linux61, seed001, linux68) in the same run.
  *
- * A benchmark, not a timed test: it prints a table per section (and JSON
- * with --json), then checks the targets as ratios measured in this run,
- * reporting PASS or MISS without failing on a MISS.  Sections, in order:
+ * A benchmark, not a timed test: it prints a table per section, with the
+ * ratios between designs measured in the same run (and JSON with --json).
+ * Sections, in order:
  *
  *   update     ns per tally_stats_mod(+1) on a group 1, 2, 4 and 8 levels
  *              below the root, one thread; repetitions interleaved over
@@ -14,6 +14,13 @@
  *              seed001) to one count.  Nothing reads: past the first batch
  *              the threshold atomics stay over the threshold and are
  *              skipped, as for a busy group between two flushes.
+ *   create     us per tally_stats_group_create() of N groups (1,000,
+ *              4,000, 16,000): all children of the root (a flat tree), all
+ *              children of the end of a 64-group chain, or a tree of at
+ *              most 16 children per group (what the whole tree costs,
+ *              apart from siblings); a fresh tree (tally design) per run,
+ *              runs interleaved, median.  If the cost per create grows in
+ *              proportion to N, creating N groups costs O(N^2).
  *   readers    seed 001's test scaled to 2 cores.  A 50 x 5 tree; writers
  *              update random stats of random leaves in a tight loop; R
  *              reader threads (default 1000) sleep until their next period
@@ -35,13 +42,14 @@
  *              way, in the busy 100 x 100 tree and in a 10-group tree, the
  *              same writers updating every other leaf.
  *
- * Sections 2 and 4 (its small tree) build a fresh tree per phase; the four
- * 100 x 100 trees are built once, before any of them is freed, and serve
- * sections 3 and 4.  Every phase runs the tree's periodic flusher (2 s), as
- * the kernel has one.  Latencies are taken around the read call with
- * CLOCK_MONOTONIC; on 2 cores they include waiting for a CPU.  Threads get
- * small stacks, so that 10,000 readers fit; if some cannot be created the
- * phase runs with those that were and says so.
+ * --only runs some of the sections, still in this order.  Sections 3 and
+ * 5 (its small tree) build a fresh tree per phase; the four 100 x 100
+ * trees are built once, before any of them is freed, and serve sections 4
+ * and 5.  Every phase runs the tree's periodic flusher (2 s), as the kernel
+ * has one.  Latencies are taken around the read call with CLOCK_MONOTONIC;
+ * on 2 cores they include waiting for a CPU.  Threads get small stacks, so
+ * that 10,000 readers fit; if some cannot be created the phase runs with
+ * those that were and says so.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -56,7 +64,11 @@
 #include <tally/stats.h>
 #include "bench.h"
 #include "latency.h"
-#include "report.h"
+#include "args.h"
+#include "json.h"
+#include "machine.h"
+#include "measure.h"
+#include "rand.h"
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -87,7 +99,28 @@ static const enum tally_stats_design designs[NR_DESIGNS] = {
 
 static const unsigned int depths[] = { 1, 2, 4, 8 };
 #define MAX_DEPTH 8
-#define DEPTH4 2		/* index of depth 4 in depths[] */
+
+/*
+ * Section 2: N groups created under one parent, the root or the end of a
+ * chain, and, to tell the siblings' cost from the whole tree's, in a tree
+ * where no group has more than 16 children.
+ */
+static const unsigned int create_counts[] = { 1000, 4000, 16000 };
+#define NR_CREATE_COUNTS ARRAY_SIZE(create_counts)
+#define MAX_CREATE 16000
+#define CHAIN_DEPTH 64
+
+static const struct create_shape {
+	const char *title;
+	const char *key;		/* in the JSON */
+	unsigned int parent_depth;	/* one parent, this deep */
+	unsigned int fanout;		/* or: at most this many children */
+} create_shapes[] = {
+	{ "root (flat)", "flat", 0, 0 },
+	{ "depth 64", "chain", CHAIN_DEPTH, 0 },
+	{ "fan-out 16", "fanout", 0, 16 },
+};
+#define NR_CREATE_SHAPES ARRAY_SIZE(create_shapes)
 
 static const unsigned int periods_ms[] = { 10, 100 };
 #define NR_PERIODS ARRAY_SIZE(periods_ms)
@@ -143,42 +176,82 @@ struct unrelated_result {
 	struct tally_stats_info info;
 };
 
-/* One invocation: options, outputs and the figures the targets need. */
+/* One invocation: options, outputs and the figures of the sections. */
 struct run {
 	const char *json_path;
 	unsigned int readers;
 	double scale;
 	bool quick;
+	unsigned int only;		/* bit i: sections[i] runs */
 	struct bench_plan update_plan;
+	unsigned int create_reps;
 	FILE *out;
 	struct bench_json json;
-	struct bench_checks checks;
-	double update_ns[NR_DESIGNS][ARRAY_SIZE(depths)];
 	struct readers_result rd[NR_DESIGNS][NR_PERIODS];
 	struct phase_result alone[NR_DESIGNS];
 	struct unrelated_result un[NR_DESIGNS];
 	struct lat_hist quiet[NR_DESIGNS][2];	/* busy, small */
-	struct tree_set big[NR_DESIGNS];	/* sections 3 and 4 */
+	struct tree_set big[NR_DESIGNS];	/* sections 4 and 5 */
 };
+
+static int bench_update(struct run *r);
+static int bench_create(struct run *r);
+static int bench_readers(struct run *r);
+static int bench_unrelated(struct run *r);
+static int bench_quiet(struct run *r);
+
+/* The sections, in the order they run; --only picks some by name. */
+static const struct section {
+	const char *name;
+	const char *help;
+	int (*run)(struct run *r);
+} sections[] = {
+	{ "update", "ns per update, groups 1 to 8 levels deep", bench_update },
+	{ "create", "us per group create, 1000 to 16000 groups", bench_create },
+	{ "readers", "readers under load: latency, stale reads",
+	  bench_readers },
+	{ "unrelated", "two readers of unrelated subtrees", bench_unrelated },
+	{ "quiet", "reads of a quiet group in a busy tree", bench_quiet },
+};
+#define NR_SECTIONS ARRAY_SIZE(sections)
 
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: tally bench stats [--json FILE] [--readers N]\n"
+		"usage: tally bench stats [--json FILE] [--only LIST] [--readers N]\n"
 		"                         [--duration-scale X | --quick]\n"
 		"\n"
 		"Compare the statistics tree's flushing designs (tally, linux61,\n"
-		"seed001, linux68): update cost by depth, readers under load (stale\n"
-		"reads, latency, writer throughput), readers of unrelated subtrees and\n"
-		"a quiet group in a busy tree.  Prints tables and checks the targets.\n"
+		"seed001, linux68): update cost by depth, group creation cost as the\n"
+		"tree grows (tally design), readers under load (stale reads, latency,\n"
+		"writer throughput), readers of unrelated subtrees and a quiet group in\n"
+		"a busy tree.  Prints tables and ratios.\n"
 		"\n"
 		"  --json FILE           also write the figures as JSON to FILE; \"-\"\n"
 		"                        means standard output (tables go to standard error)\n"
+		"  --only LIST           run only these sections (comma-separated, run in\n"
+		"                        the order below; default: all):\n");
+	for (unsigned int i = 0; i < NR_SECTIONS; i++)
+		fprintf(f, "                          %-10s %s\n", sections[i].name,
+			sections[i].help);
+	fprintf(f,
+		"                        e.g. --only update,create compares the update and\n"
+		"                        create costs of two builds in about 20 s\n"
 		"  --readers N           reader threads of the readers section\n"
 		"                        (default 1000; 10000 as in seed 001's test)\n"
 		"  --duration-scale X    multiply every phase's duration by X (0.01 to 100)\n"
-		"  --quick               short runs (about 15 s): a quick look, noisier\n"
+		"  --quick               short runs (about 30 s): a quick look, noisier\n"
 		"  -h, --help            show this help\n");
+}
+
+/* --only: the sections named in @list. */
+static int parse_only(struct run *r, const char *list)
+{
+	const char *names[NR_SECTIONS];
+
+	for (unsigned int i = 0; i < NR_SECTIONS; i++)
+		names[i] = sections[i].name;
+	return bench_parse_names(list, names, NR_SECTIONS, &r->only);
 }
 
 static int bad_value(const char *opt, const char *arg)
@@ -193,6 +266,7 @@ static int parse_options(struct run *r, int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{ "json", required_argument, NULL, 'j' },
+		{ "only", required_argument, NULL, 'o' },
 		{ "readers", required_argument, NULL, 'r' },
 		{ "duration-scale", required_argument, NULL, 's' },
 		{ "quick", no_argument, NULL, 'q' },
@@ -206,12 +280,17 @@ static int parse_options(struct run *r, int argc, char **argv)
 
 	r->readers = 1000;
 	r->scale = 1;
+	r->only = (1u << NR_SECTIONS) - 1;
 	optind = 0;	/* full reset: the caller may have parsed already */
 	opterr = 0;	/* our own message, naming the whole command */
 	while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'j':
 			r->json_path = optarg;
+			break;
+		case 'o':
+			if (parse_only(r, optarg))
+				return bad_value("--only", optarg);
 			break;
 		case 'r':
 			if (bench_parse_list(optarg, &nr, 1, 1,
@@ -299,10 +378,12 @@ static struct tally_stats_tree *tree_new(unsigned int d)
 	return t;
 }
 
+/* Also after a failed build: @s is left empty, safe to destroy again. */
 static void tree_set_destroy(struct tree_set *s)
 {
 	tally_stats_tree_destroy(s->tree);
 	free(s->groups);
+	memset(s, 0, sizeof(*s));
 }
 
 static int tree_set_build(struct tree_set *s, unsigned int d,
@@ -635,12 +716,12 @@ static bool per_group_threshold(unsigned int d)
 	       designs[d] == TALLY_DESIGN_LINUX68;
 }
 
-/* A chain l1/l2/.../l8 below the root: chain[k] is k levels deep. */
+/* A chain l1/l2/.../l@depth below the root: chain[k] is k levels deep. */
 static int build_chain(struct tally_stats_tree *t,
-		       struct tally_stats_group **chain)
+		       struct tally_stats_group **chain, unsigned int depth)
 {
 	chain[0] = tally_stats_root(t);
-	for (unsigned int k = 1; k <= MAX_DEPTH; k++) {
+	for (unsigned int k = 1; k <= depth; k++) {
 		char name[8];
 		int err;
 
@@ -673,7 +754,6 @@ static void update_report(struct run *r,
 		for (unsigned int i = 0; i < ARRAY_SIZE(depths); i++) {
 			const struct bench_result *x = &res[d][i];
 
-			r->update_ns[d][i] = x->median;
 			fprintf(r->out, " %8.2f", x->median);
 			bench_json_begin(w, NULL, '{', true);
 			bench_json_string(w, "design", design_name(d));
@@ -690,7 +770,7 @@ static void update_report(struct run *r,
 	bench_json_end(w);
 	fprintf(r->out, "%-14s", "tally/linux61");
 	for (unsigned int i = 0; i < ARRAY_SIZE(depths); i++)
-		fprintf(r->out, " %7.2fx", r->update_ns[0][i] / r->update_ns[1][i]);
+		fprintf(r->out, " %7.2fx", res[0][i].median / res[1][i].median);
 	fputc('\n', r->out);
 }
 
@@ -715,7 +795,7 @@ static int bench_update(struct run *r)
 	fflush(r->out);
 	for (unsigned int d = 0; d < NR_DESIGNS && !err; d++) {
 		t[d] = tree_new(d);
-		err = t[d] ? build_chain(t[d], chain[d]) : -1;
+		err = t[d] ? build_chain(t[d], chain[d], MAX_DEPTH) : -1;
 	}
 	for (unsigned int d = 0; d < NR_DESIGNS && !err; d++) {
 		for (unsigned int i = 0; i < ARRAY_SIZE(depths) && !err; i++) {
@@ -740,7 +820,140 @@ static int bench_update(struct run *r)
 	return err;
 }
 
-/* ---- 2. readers under load ----------------------------------------------- */
+/* ---- 2. group creation as the tree grows -------------------------------- */
+
+/* A group name per child, made before the clock starts. */
+typedef char child_name[8];
+
+/*
+ * One run: a fresh tree, then @n groups created in the shape @sh, timed.
+ * @groups has room for @n + 1 pointers.  Return: us per create, or -1.
+ */
+static double create_rep(const struct create_shape *sh, unsigned int n,
+			 const child_name *names,
+			 struct tally_stats_group **groups)
+{
+	struct tally_stats_group *chain[CHAIN_DEPTH + 1];
+	struct tally_stats_tree *t = tree_new(0);
+	struct tally_stats_group *parent;
+	uint64_t start, end;
+	int err = 0;
+
+	if (!t)
+		return -1;
+	if (build_chain(t, chain, sh->parent_depth)) {
+		tally_stats_tree_destroy(t);
+		return -1;
+	}
+	/* groups[0] is the root; group i goes to groups[i + 1]. */
+	groups[0] = chain[0];
+	parent = chain[sh->parent_depth];
+	start = bench_now_ns();
+	for (unsigned int i = 0; i < n && !err; i++) {
+		if (sh->fanout)
+			parent = groups[i / sh->fanout];
+		err = tally_stats_group_create(parent, names[i],
+					       &groups[i + 1]);
+	}
+	end = bench_now_ns();
+	tally_stats_tree_destroy(t);
+	if (err) {
+		fprintf(stderr, "tally: cannot create %u groups: %s\n", n,
+			strerror(-err));
+		return -1;
+	}
+	return (double)(end - start) / n / NS_PER_US;
+}
+
+static void create_report(struct run *r,
+			  struct bench_result res[][NR_CREATE_COUNTS])
+{
+	const unsigned int lo = create_counts[0],
+			   hi = create_counts[NR_CREATE_COUNTS - 1];
+	struct bench_json *w = &r->json;
+	char head[16];
+
+	fprintf(r->out, "%-14s", "groups");
+	for (unsigned int c = 0; c < NR_CREATE_COUNTS; c++) {
+		snprintf(head, sizeof(head), "N=%u", create_counts[c]);
+		fprintf(r->out, " %9s", head);
+	}
+	snprintf(head, sizeof(head), "%u/%u", hi, lo);
+	fprintf(r->out, " %11s\n", head);
+	bench_json_begin(w, "create", '[', false);
+	for (unsigned int k = 0; k < NR_CREATE_SHAPES; k++) {
+		const struct create_shape *sh = &create_shapes[k];
+
+		fprintf(r->out, "%-14s", sh->title);
+		for (unsigned int c = 0; c < NR_CREATE_COUNTS; c++) {
+			const struct bench_result *x = &res[k][c];
+
+			fprintf(r->out, " %9.2f", x->median);
+			bench_json_begin(w, NULL, '{', true);
+			bench_json_string(w, "design", design_name(0));
+			bench_json_string(w, "shape", sh->key);
+			bench_json_int(w, "parent_depth", sh->parent_depth);
+			bench_json_int(w, "fanout", sh->fanout);
+			bench_json_int(w, "groups", create_counts[c]);
+			bench_json_double(w, "us_per_create", x->median);
+			bench_json_double(w, "us_per_create_min", x->min);
+			bench_json_double(w, "us_per_create_max", x->max);
+			bench_json_end(w);
+		}
+		fprintf(r->out, " %10.2fx\n",
+			res[k][NR_CREATE_COUNTS - 1].median / res[k][0].median);
+	}
+	bench_json_end(w);
+	fprintf(r->out,
+		"(%u/%u: us per create at N=%u / at N=%u: about 1 when a create\n"
+		" costs the same whatever the tree's size, about %u when it scans\n"
+		" every group already there)\n", hi, lo, hi, lo, hi / lo);
+}
+
+/* Every shape and group count, the runs interleaved. */
+static int bench_create(struct run *r)
+{
+	double v[NR_CREATE_SHAPES][NR_CREATE_COUNTS][BENCH_MAX_REPS];
+	struct bench_result res[NR_CREATE_SHAPES][NR_CREATE_COUNTS];
+	child_name *names = malloc(MAX_CREATE * sizeof(*names));
+	struct tally_stats_group **groups =
+		malloc((MAX_CREATE + 1) * sizeof(*groups));
+	unsigned int reps = r->create_reps;
+	int err = names && groups ? 0 : -1;
+
+	fprintf(r->out,
+		"\n2. create: us per tally_stats_group_create() of N groups: all children\n"
+		"   of the root, all children of a group %u levels deep, or a tree where\n"
+		"   no group has more than 16 children; a fresh tree (%s design) per\n"
+		"   run, median of %u interleaved runs\n",
+		CHAIN_DEPTH, design_name(0), reps);
+	fflush(r->out);
+	if (err)
+		fprintf(stderr, "tally: out of memory\n");
+	for (unsigned int i = 0; i < MAX_CREATE && !err; i++)
+		snprintf(names[i], sizeof(names[i]), "c%u", i);
+	for (unsigned int rep = 0; rep < reps && !err; rep++)
+		for (unsigned int k = 0; k < NR_CREATE_SHAPES && !err; k++)
+			for (unsigned int c = 0; c < NR_CREATE_COUNTS && !err;
+			     c++) {
+				v[k][c][rep] = create_rep(&create_shapes[k],
+							  create_counts[c],
+							  names, groups);
+				err = v[k][c][rep] < 0 ? -1 : 0;
+			}
+	free(names);
+	free(groups);
+	if (err)
+		return err;
+	for (unsigned int k = 0; k < NR_CREATE_SHAPES; k++)
+		for (unsigned int c = 0; c < NR_CREATE_COUNTS; c++)
+			bench_summarize(v[k][c], reps, create_counts[c],
+					&res[k][c]);
+	create_report(r, res);
+	return 0;
+}
+
+/* ---- 3. readers under load ----------------------------------------------- */
 
 /*
  * One phase on a fresh 50 x 5 tree: the writers, the checkers and
@@ -899,7 +1112,8 @@ static void readers_report(struct run *r)
 	}
 	fprintf(r->out,
 		"(forced: the checkers' forced reads; ratio: writer throughput with\n"
-		" readers / without readers, same design)\n");
+		" readers / without readers, same design: with fewer CPUs than\n"
+		" threads, the readers' CPU time is taken from the writers)\n");
 	for (unsigned int d = 0; d < NR_DESIGNS; d++)
 		if (r->alone[d].stale)
 			fprintf(r->out, "(%s, no readers: %llu/%llu stale)\n",
@@ -914,7 +1128,7 @@ static int bench_readers(struct run *r)
 	int err = 0;
 
 	fprintf(r->out,
-		"\n2. readers under load: 50 x 5 tree (%u groups), %u writers (tight loop,\n"
+		"\n3. readers under load: 50 x 5 tree (%u groups), %u writers (tight loop,\n"
 		"   random leaves), %u checkers (+1 then a forced read of leaf, parent or\n"
 		"   root, every %llu ms), %u readers each reading a random group's snapshot\n"
 		"   every P ms with TALLY_FLUSH_IF_NEEDED; %.1f s per phase, and the\n"
@@ -946,7 +1160,7 @@ static int bench_readers(struct run *r)
 	return 0;
 }
 
-/* ---- 3. readers of unrelated subtrees ------------------------------------ */
+/* ---- 4. readers of unrelated subtrees ------------------------------------ */
 
 static const unsigned int unrelated_a[2] = { UNRELATED_1, UNRELATED_2 };
 
@@ -1041,21 +1255,31 @@ static void unrelated_report(struct run *r)
 	bench_json_end(w);
 }
 
+/* The 100 x 100 trees of sections 4 and 5, built by the first to run. */
+static int build_big_trees(struct run *r)
+{
+	int err = 0;
+
+	/* All four first: the allocator reuses nothing freed meanwhile. */
+	for (unsigned int d = 0; d < NR_DESIGNS && !err; d++)
+		if (!r->big[d].tree)
+			err = tree_set_build(&r->big[d], d, BIG_A, BIG_B);
+	return err;
+}
+
 static int bench_unrelated(struct run *r)
 {
 	int err = 0;
 
 	fprintf(r->out,
-		"\n3. unrelated readers: 100 x 100 tree (%u groups), %u writers on every\n"
+		"\n4. unrelated readers: 100 x 100 tree (%u groups), %u writers on every\n"
 		"   leaf; two readers read /a%u and /a%u with TALLY_FLUSH_FORCE, pausing\n"
 		"   200 us to 1 ms between reads; %.1f s; 'worse p99' is the worse\n"
 		"   reader's, x that / tally's\n",
 		1 + BIG_A + BIG_A * BIG_B, NR_WRITERS, UNRELATED_1, UNRELATED_2,
 		(double)scaled_ns(r, UNRELATED_MS) / 1e9);
 	fflush(r->out);
-	/* All four first: the allocator reuses nothing freed meanwhile. */
-	for (unsigned int d = 0; d < NR_DESIGNS && !err; d++)
-		err = tree_set_build(&r->big[d], d, BIG_A, BIG_B);
+	err = build_big_trees(r);
 	for (unsigned int d = 0; d < NR_DESIGNS && !err; d++)
 		err = unrelated_phase(r, d);
 	if (!err)
@@ -1063,7 +1287,7 @@ static int bench_unrelated(struct run *r)
 	return err;
 }
 
-/* ---- 4. a quiet group in a busy tree ------------------------------------- */
+/* ---- 5. a quiet group in a busy tree ------------------------------------- */
 
 static const struct {
 	unsigned int fan_a, fan_b, quiet;
@@ -1098,7 +1322,7 @@ static int quiet_phase(struct run *r, unsigned int d, unsigned int k)
 		for (unsigned int i = 0, j = 0; i < s->nr_leaves; i++)
 			if (s->leaves + i != ph.targets)
 				ph.leaves[j++] = s->leaves[i];
-		/* Section 3 updated it: quiet from now on. */
+		/* Section 4 may have updated it: quiet from now on. */
 		tally_stats_flush(ph.targets[0]);
 		err = phase_run(&ph, s->tree, &res);
 	}
@@ -1161,100 +1385,21 @@ static void quiet_report(struct run *r)
 
 static int bench_quiet(struct run *r)
 {
-	int err = 0;
+	int err;
 
 	fprintf(r->out,
-		"\n4. quiet group: reads of a leaf without updates with TALLY_FLUSH_FORCE,\n"
+		"\n5. quiet group: reads of a leaf without updates with TALLY_FLUSH_FORCE,\n"
 		"   pausing 200 us to 1 ms, while %u writers update every other leaf, in\n"
 		"   a busy 100 x 100 tree and in a 3 x 2 tree; %.1f s each; ratio busy/small\n",
 		NR_WRITERS, (double)scaled_ns(r, QUIET_MS) / 1e9);
 	fflush(r->out);
+	err = build_big_trees(r);
 	for (unsigned int d = 0; d < NR_DESIGNS && !err; d++)
 		for (unsigned int k = 0; k < 2 && !err; k++)
 			err = quiet_phase(r, d, k);
 	if (!err)
 		quiet_report(r);
 	return err;
-}
-
-/* ---- targets ------------------------------------------------------------ */
-
-/* The smallest p99 of the baselines in period @p (fresh ones only?). */
-static double best_baseline_p99(const struct run *r, unsigned int p,
-				bool fresh_only)
-{
-	double best = INFINITY;
-
-	for (unsigned int d = 1; d < NR_DESIGNS; d++)
-		if (!fresh_only || !r->rd[d][p].with.stale)
-			best = fmin(best, lat_hist_percentile(&r->rd[d][p].hist,
-							      0.99));
-	return best;
-}
-
-static void readers_targets(struct run *r)
-{
-	static const char *const fresh_what[NR_PERIODS] = {
-		"readers 10 ms: tally p99 / best fresh baseline p99",
-		"readers 100 ms: tally p99 / best fresh baseline p99",
-	};
-	static const char *const any_what[NR_PERIODS] = {
-		"readers 10 ms: tally p99 / fastest baseline p99",
-		"readers 100 ms: tally p99 / fastest baseline p99",
-	};
-	static const char *const writer_what[NR_PERIODS] = {
-		"readers 10 ms: tally writer ops / best baseline's",
-		"readers 100 ms: tally writer ops / best baseline's",
-	};
-	uint64_t stale = 0;
-
-	for (unsigned int p = 0; p < NR_PERIODS; p++)
-		stale += r->rd[0][p].with.stale;
-	bench_check(&r->checks, "readers: tally stale reads (both periods)",
-		    (double)stale, 0, BENCH_AT_MOST);
-	for (unsigned int p = 0; p < NR_PERIODS; p++) {
-		double tally_p99 = lat_hist_percentile(&r->rd[0][p].hist, 0.99);
-		double best_rate = 0;
-
-		bench_check(&r->checks, fresh_what[p],
-			    tally_p99 / best_baseline_p99(r, p, true), 1,
-			    BENCH_AT_MOST);
-		bench_check(&r->checks, any_what[p],
-			    tally_p99 / best_baseline_p99(r, p, false), 1.25,
-			    BENCH_AT_MOST);
-		for (unsigned int d = 1; d < NR_DESIGNS; d++)
-			best_rate = fmax(best_rate,
-					 writer_rate(&r->rd[d][p].with));
-		bench_check(&r->checks, writer_what[p],
-			    writer_rate(&r->rd[0][p].with) / best_rate, 1,
-			    BENCH_AT_LEAST);
-	}
-}
-
-static void targets(struct run *r)
-{
-	double best_unrelated = INFINITY;
-
-	fprintf(r->out, "\ntargets (ratios measured in this run):\n");
-	readers_targets(r);
-	for (unsigned int d = 1; d < NR_DESIGNS; d++)
-		best_unrelated = fmin(best_unrelated, worse(&r->un[d], 0.99));
-	bench_check(&r->checks, "unrelated: tally worse p99 / best baseline's",
-		    worse(&r->un[0], 0.99) / best_unrelated, 1, BENCH_AT_MOST);
-	bench_check(&r->checks, "update depth 4: tally / linux61 ns per op",
-		    r->update_ns[0][DEPTH4] / r->update_ns[1][DEPTH4], 1.3,
-		    BENCH_AT_MOST);
-	bench_check(&r->checks, "quiet: tally p99 busy tree / 10-group tree",
-		    quiet_ratio(r, 0), 2, BENCH_AT_MOST);
-	bench_checks_print(r->out, &r->checks);
-	bench_checks_json(&r->json, &r->checks);
-	for (unsigned int p = 0; p < NR_PERIODS; p++)
-		fprintf(r->out,
-			"note: at %u ms the readers leave tally's writers %.0f%% of their throughput\n"
-			"      without readers (2 cores: the readers' CPU time is taken from them)\n",
-			periods_ms[p],
-			100 * writer_rate(&r->rd[0][p].with) /
-				writer_rate(&r->alone[0]));
 }
 
 /* ---- driver ------------------------------------------------------------- */
@@ -1293,6 +1438,12 @@ static void settings_json(struct run *r)
 	bench_json_double(w, "quiet_phase_s",
 			  (double)scaled_ns(r, QUIET_MS) / 1e9);
 	bench_json_int(w, "update_reps", r->update_plan.reps);
+	bench_json_int(w, "create_reps", r->create_reps);
+	bench_json_begin(w, "sections", '[', true);
+	for (unsigned int i = 0; i < NR_SECTIONS; i++)
+		if (r->only & (1u << i))
+			bench_json_string(w, NULL, sections[i].name);
+	bench_json_end(w);
 	bench_json_bool(w, "quick", r->quick);
 	bench_json_end(w);
 }
@@ -1316,6 +1467,7 @@ int tally_bench_stats(int argc, char **argv)
 	r->update_plan.target_ns = r->quick ? 10000000 : 40000000;
 	r->update_plan.reps = r->quick ? 3 : 5;
 	r->update_plan.min_n = 1 << 12;
+	r->create_reps = r->quick ? 3 : 5;
 	if (bench_json_open(&r->json, r->json_path)) {
 		free(r);
 		return 1;
@@ -1329,16 +1481,11 @@ int tally_bench_stats(int argc, char **argv)
 	bench_json_string(&r->json, "benchmark", "stats");
 	bench_machine_json(&r->json, &m);
 	settings_json(r);
-	err = bench_update(r);
-	if (!err)
-		err = bench_readers(r);
-	if (!err)
-		err = bench_unrelated(r);
-	if (!err)
-		err = bench_quiet(r);
-	if (!err)
-		targets(r);
-	else
+	err = 0;
+	for (unsigned int i = 0; i < NR_SECTIONS && !err; i++)
+		if (r->only & (1u << i))
+			err = sections[i].run(r);
+	if (err)
 		fprintf(stderr, "tally: benchmark stopped\n");
 	for (unsigned int d = 0; d < NR_DESIGNS; d++)
 		tree_set_destroy(&r->big[d]);

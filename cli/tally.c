@@ -3,6 +3,7 @@
  * tally.c - the tally command-line tool.
  *
  *   tally bench counter [options]	the counter benchmark
+ *   tally bench stats [options]	the statistics tree benchmark
  *   tally version			print the version
  *   tally --help			list the commands
  *

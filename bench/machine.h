@@ -1,0 +1,48 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef TALLY_BENCH_MACHINE_H
+#define TALLY_BENCH_MACHINE_H
+
+/*
+ * machine.h - where the figures were measured: CPU model and count,
+ * kernel, how tally reaches rseq, compiler and load, printed as one line
+ * and written to the JSON.
+ */
+
+#include <stdio.h>
+
+#include "json.h"
+
+/**
+ * struct bench_machine - where the figures were measured.
+ * @cpu_model: "model name" of /proc/cpuinfo, or "unknown".
+ * @possible_cpus: CPUs of tally's system domain (possible CPUs).
+ * @online_cpus: online CPUs (sysconf), for reference.
+ * @kernel: uname's system name and release.
+ * @rseq: how tally updates per-CPU data: "glibc", "own" or "fallback".
+ * @compiler: the compiler that built the tool.
+ * @loadavg: the 1-minute load average when described (-1 if unknown): other
+ *	work running on the machine skews the figures.
+ */
+struct bench_machine {
+	char cpu_model[128];
+	unsigned int possible_cpus;
+	unsigned int online_cpus;
+	char kernel[160];
+	const char *rseq;
+	const char *compiler;
+	double loadavg;
+};
+
+/**
+ * bench_machine_get() - describe this machine.
+ * @m: filled in; fields that cannot be read say "unknown" (or 0).
+ */
+void bench_machine_get(struct bench_machine *m);
+
+/** bench_machine_print() - one line "machine: ..." describing @m. */
+void bench_machine_print(FILE *f, const struct bench_machine *m);
+
+/** bench_machine_json() - the "machine" object describing @m. */
+void bench_machine_json(struct bench_json *w, const struct bench_machine *m);
+
+#endif /* TALLY_BENCH_MACHINE_H */

@@ -53,10 +53,15 @@ enum work {
 	NR_WORK
 };
 
+/*
+ * The workers run only around each fork (@paused clear): what they do
+ * while a child runs does not matter, and churn there would only make the
+ * trees (and in debug builds, the graveyard of destroyed groups) grow.
+ */
 struct load {
 	struct load_tree trees[2];
 	unsigned int nr_trees;
-	int stop;
+	int stop, paused;
 };
 
 struct worker {
@@ -184,6 +189,10 @@ static void *worker_main(void *arg)
 		struct tally_stats_group *leaf =
 			lt->leaves[rng_below(&r, NR_LEAVES)];
 
+		if (__atomic_load_n(&l->paused, __ATOMIC_RELAXED)) {
+			usleep(100);
+			continue;
+		}
 		switch (w->work) {
 		case WORK_TOPOLOGY:
 			topology_step(w, lt, &r);
@@ -298,8 +307,10 @@ static void fork_under_load(const unsigned int nr_work[NR_WORK],
 		int status;
 
 		/* Land the fork at varied points of the workers' work. */
-		usleep((useconds_t)rng_below(&r, 2000));
+		__atomic_store_n(&l->paused, 0, __ATOMIC_RELAXED);
+		usleep(500 + (useconds_t)rng_below(&r, 2500));
 		pid = fork();
+		__atomic_store_n(&l->paused, 1, __ATOMIC_RELAXED);
 		if (pid < 0) {
 			CHECK(!"fork");
 			break;

@@ -64,14 +64,6 @@ static void start(pthread_t *th, void *(*fn)(void *), void *arg)
 	}
 }
 
-static double thread_cpu_seconds(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* ---- freshness under concurrent updates --------------------------------- */
 
 /*
@@ -405,6 +397,14 @@ TEST(failed_membarriers_switch_to_fenced_updates_via_mprotect)
 }
 
 /* ---- an updater preempted in its push ------------------------------------ */
+
+static double thread_cpu_seconds(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
 
 struct push_run {
 	struct tally_stats_group *g;

@@ -116,9 +116,24 @@ void stats_for_each_group(struct tally_stats_tree *t,
 			fn(g, arg);
 }
 
+/*
+ * Writers first: with glibc's default, a stream of finds could hold off
+ * create, destroy and fork (which takes the lock for writing) for ever.
+ */
+static void init_topo_lock(struct tally_stats_tree *t)
+{
+	pthread_rwlockattr_t attr;
+
+	pthread_rwlockattr_init(&attr);
+	pthread_rwlockattr_setkind_np(
+		&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+	pthread_rwlock_init(&t->topo_lock, &attr);
+	pthread_rwlockattr_destroy(&attr);
+}
+
 int stats_groups_init(struct tally_stats_tree *t)
 {
-	pthread_rwlock_init(&t->topo_lock, NULL);
+	init_topo_lock(t);
 	t->buckets = calloc(INITIAL_BUCKETS, sizeof(*t->buckets));
 	if (!t->buckets)
 		return -ENOMEM;
@@ -452,5 +467,9 @@ void stats_group_fork_parent(struct tally_stats_tree *t)
 
 void stats_group_fork_child(struct tally_stats_tree *t)
 {
-	stats_rwlock_renew(&t->topo_lock);
+	/*
+	 * Not unlocked: glibc checks the writer's thread id, which differs
+	 * in the child.  The forking thread holds it; nobody else exists.
+	 */
+	init_topo_lock(t);
 }

@@ -238,12 +238,6 @@ static inline void stats_mutex_renew(pthread_mutex_t *m)
 	pthread_mutex_init(m, NULL);
 }
 
-static inline void stats_rwlock_renew(pthread_rwlock_t *l)
-{
-	pthread_rwlock_unlock(l);
-	pthread_rwlock_init(l, NULL);
-}
-
 /* Visit every group of @t, the root included (topology must be stable). */
 void stats_for_each_group(struct tally_stats_tree *t,
 			  void (*fn)(struct tally_stats_group *g, void *arg),

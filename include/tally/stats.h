@@ -231,8 +231,9 @@ int tally_stats_group_find(struct tally_stats_tree *t, const char *path,
  * tally_stats_group_for_each_child() - visit the children of a group.
  * @g: the group.
  * @fn: called with each child and its name; a non-zero return stops the
- *	walk and is returned.  It must not create or destroy groups, nor
- *	fork() (the walk holds the tree's structure lock).
+ *	walk and is returned.  It must not create, destroy or find groups,
+ *	nor fork(): the walk holds the tree's structure lock for reading,
+ *	and a waiting writer (create, destroy, fork) goes first.
  * @arg: passed to @fn.
  *
  * Return: 0, @fn's non-zero value, or -EINVAL for NULL.

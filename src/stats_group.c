@@ -468,8 +468,10 @@ void stats_group_fork_parent(struct tally_stats_tree *t)
 void stats_group_fork_child(struct tally_stats_tree *t)
 {
 	/*
-	 * Not unlocked: glibc checks the writer's thread id, which differs
-	 * in the child.  The forking thread holds it; nobody else exists.
+	 * The unlock only tells the sanitizers that the lock is free: glibc
+	 * sees another thread id in the child and takes its reader path,
+	 * which the initialisation then wipes out.
 	 */
+	pthread_rwlock_unlock(&t->topo_lock);
 	init_topo_lock(t);
 }

@@ -294,6 +294,7 @@ static bool fold_group(struct tally_stats_group *g, unsigned int cpu)
 	struct stats_pcpu *pc = pcpu_of(g, cpu);
 	struct stats_fpcpu *fp = fpcpu_of(g, cpu);
 	struct tally_stats_group *p = g->parent;
+	long *pending = stats_pending(g);
 	bool moved = false;
 
 	for (unsigned int i = 0; i < g->nr_stats; i++) {
@@ -301,18 +302,20 @@ static bool fold_group(struct tally_stats_group *g, unsigned int cpu)
 		long delta = (long)((unsigned long)v -
 				    (unsigned long)fp->prev[i]);
 		long total = (long)((unsigned long)delta +
-				    (unsigned long)g->pending[i]);
+				    (unsigned long)pending[i]);
 
 		fp->prev[i] = v;
-		g->pending[i] = 0;
+		pending[i] = 0;
 		if (delta)
 			add_long(&g->local[i], delta);
 		if (!total)
 			continue;
-		add_long(&g->hier[i], total);
+		add_long(&stats_hier(g)[i], total);
 		if (p) {
-			p->pending[i] = (long)((unsigned long)p->pending[i] +
-					       (unsigned long)total);
+			long *up = stats_pending(p);
+
+			up[i] = (long)((unsigned long)up[i] +
+				       (unsigned long)total);
 			moved = true;
 		}
 	}

@@ -222,12 +222,12 @@ static void set_chain(struct tally_stats_tree *t, struct tally_stats_group *g)
 
 	if (t->ops->global_threshold) {
 		g->chain_offs[0] = (char *)t->global_count - (char *)g->pcpu;
-		g->chain_over[0] = &t->global_over;
+		stats_chain_over(g)[0] = &t->global_over;
 		return;
 	}
 	for (struct tally_stats_group *a = g; a; a = a->parent, i++) {
 		g->chain_offs[i] = (char *)&a->pcpu->count - (char *)g->pcpu;
-		g->chain_over[i] = &a->over;
+		stats_chain_over(g)[i] = &a->over;
 	}
 }
 
@@ -254,7 +254,7 @@ struct tally_stats_group *stats_group_new(struct tally_stats_tree *t,
 	g->chain_offs = calloc(nr_chain, sizeof(long) + sizeof(long *));
 	g->tree = t;
 	g->parent = parent;
-	g->nr_stats = t->nr_stats;
+	g->nr_stats = (unsigned short)t->nr_stats;
 	g->nr_chain = nr_chain;
 	g->batch = t->batch;
 	g->hint_cap = t->threshold + 1;
@@ -274,9 +274,6 @@ struct tally_stats_group *stats_group_new(struct tally_stats_tree *t,
 		stats_group_free(g);
 		return NULL;
 	}
-	g->chain_over = (long **)(g->chain_offs + nr_chain);
-	g->hier = g->local + n;
-	g->pending = g->local + 2 * n;
 	set_chain(t, g);
 	g->magic = STATS_GROUP_MAGIC;
 	return g;

@@ -74,31 +74,33 @@ struct stats_share {
 };
 
 struct tally_stats_group {
-	/* Read by every update; written only by creation (one line). */
+	/*
+	 * Read-mostly, written only by creation, one line: what every
+	 * update reads, and what flushes and reads need to find the rest
+	 * (a flush right after updates finds this line in the cache).
+	 */
 	struct tally_stats_tree *tree;
 	struct stats_pcpu *pcpu;
 	/*
 	 * Threshold chain, self first, then each ancestor: the per-CPU
-	 * counts as byte offsets from pcpu (the same on every CPU), and
-	 * the overs they move to.
+	 * counts as byte offsets from pcpu (the same on every CPU), then
+	 * (stats_chain_over()) the overs they move to.
 	 */
 	long *chain_offs;
-	long **chain_over;
-	unsigned int nr_stats;
-	unsigned int nr_chain;
+	struct stats_fpcpu *fpcpu;	/* flush side, under flush_lock */
+	long *local;			/* flushed values: local, hier, pending */
 	unsigned long batch;
 	unsigned long hint_cap;		/* largest hint one update adds */
+	unsigned int nr_chain;
+	unsigned short nr_stats;
 	bool simulated;
 
 	/* Written by updates once per batch; read by if-needed reads. */
 	long over __attribute__((aligned(STATS_CACHELINE)));
 
-	/* Flush side: per-CPU state under flush_lock, values for readers. */
-	struct stats_fpcpu *fpcpu __attribute__((aligned(STATS_CACHELINE)));
-	long *local, *hier, *pending;
-
 	/* Structure, under the tree's topo_lock. */
-	struct tally_stats_group *parent, *first_child;
+	struct tally_stats_group *parent __attribute__((aligned(STATS_CACHELINE)));
+	struct tally_stats_group *first_child;
 	struct tally_stats_group *next_sibling, *prev_sibling;
 	struct tally_stats_group *hash_next;	/* child-name table */
 	char *name;
@@ -115,7 +117,7 @@ _Static_assert(offsetof(struct tally_stats_group, simulated) <
 	       "the fields every update reads fit one cache line");
 _Static_assert(offsetof(struct tally_stats_group, over) == STATS_CACHELINE,
 	       "over starts its own cache line");
-_Static_assert(offsetof(struct tally_stats_group, fpcpu) ==
+_Static_assert(offsetof(struct tally_stats_group, parent) ==
 		       2 * STATS_CACHELINE,
 	       "over is alone on its cache line");
 _Static_assert(offsetof(struct tally_stats_group, share) %
@@ -215,6 +217,24 @@ static inline struct stats_fpcpu *fpcpu_of(const struct tally_stats_group *g,
 					   unsigned int cpu)
 {
 	return (struct stats_fpcpu *)tally_percpu_ptr(g->fpcpu, cpu);
+}
+
+/* Hierarchical values of @g (subtree), after its local values. */
+static inline long *stats_hier(const struct tally_stats_group *g)
+{
+	return g->local + g->nr_stats;
+}
+
+/* Children's flushed totals not yet added to stats_hier(). */
+static inline long *stats_pending(const struct tally_stats_group *g)
+{
+	return g->local + 2 * g->nr_stats;
+}
+
+/* The overs of the threshold chain, after its offsets. */
+static inline long **stats_chain_over(const struct tally_stats_group *g)
+{
+	return (long **)(g->chain_offs + g->nr_chain);
 }
 
 static inline uint64_t stats_now(const struct tally_stats_tree *t)

@@ -214,7 +214,7 @@ int tally_stats_read(struct tally_stats_group *g, unsigned int stat,
 	if (err)
 		return err;
 	if (hier)
-		*hier = load_long(&g->hier[stat]);
+		*hier = load_long(&stats_hier(g)[stat]);
 	if (local)
 		*local = load_long(&g->local[stat]);
 	return 0;
@@ -232,7 +232,7 @@ int tally_stats_snapshot(struct tally_stats_group *g,
 		return err;
 	for (unsigned int i = 0; i < g->nr_stats; i++) {
 		if (hier)
-			hier[i] = load_long(&g->hier[i]);
+			hier[i] = load_long(&stats_hier(g)[i]);
 		if (local)
 			local[i] = load_long(&g->local[i]);
 	}

@@ -97,7 +97,7 @@ static void move_counts(struct tally_stats_group *g, unsigned int cpu)
 		long *count = tally_percpu_ptr((char *)g->pcpu +
 						       g->chain_offs[i],
 					       cpu);
-		long *over = g->chain_over[i];
+		long *over = stats_chain_over(g)[i];
 		long moved;
 
 		if (__atomic_load_n(count, __ATOMIC_RELAXED) < (long)g->batch)

@@ -24,9 +24,9 @@
  *      prev; local += delta; hier += delta + pending; the parent's pending
  *      += the same; unlink the nodes still idle that keep no child.
  *
- * The children-first order is a list threaded through the groups
- * (stats_fpcpu.flush_next), built by a walk that needs no stack: a flush
- * never allocates and cannot fail.
+ * The children-first order is a walk over the updated tree's own links
+ * (leftmost leaf, next sibling's leftmost leaf, parent) that needs no
+ * stack and no list: a flush never allocates and cannot fail.
  *
  * Invariant: a (group, CPU) with a stat not yet in prev is listed, linked
  * (with its ancestors), or read by a flush between its passes; a group with
@@ -215,7 +215,14 @@ static void pop_updates(struct tally_stats_tree *t, unsigned int cpu)
 	}
 }
 
-/* The first group in children-first order below @g: its leftmost leaf. */
+/*
+ * Children-first walk of @g's updated subtree on @cpu, with no memory of
+ * its own: start at the leftmost leaf; after a group comes the leftmost
+ * leaf of its next sibling, or else its parent; @g ends the walk.  A pass
+ * takes the next group before working on the current one, which may then
+ * unlink its (already visited) children and itself: the sibling and
+ * parent links the walk follows stay as they were.
+ */
 static struct tally_stats_group *leftmost(struct tally_stats_group *g,
 					  unsigned int cpu)
 {
@@ -226,29 +233,22 @@ static struct tally_stats_group *leftmost(struct tally_stats_group *g,
 	return g;
 }
 
-/*
- * @g's updated subtree on @cpu, children before parents, threaded through
- * flush_next; NULL when @g is not linked.  A post-order walk over the
- * children and sibling links, climbing back by the parent pointers.
- */
-static struct tally_stats_group *flush_order(struct tally_stats_group *g,
-					     unsigned int cpu)
+static struct tally_stats_group *walk_first(struct tally_stats_group *g,
+					    unsigned int cpu)
 {
-	struct tally_stats_group *head = NULL, **tail = &head, *n;
+	return fpcpu_of(g, cpu)->linked ? leftmost(g, cpu) : NULL;
+}
 
-	if (!fpcpu_of(g, cpu)->linked)
+static struct tally_stats_group *walk_next(struct tally_stats_group *g,
+					   struct tally_stats_group *n,
+					   unsigned int cpu)
+{
+	struct tally_stats_group *sibling;
+
+	if (n == g)
 		return NULL;
-	for (n = leftmost(g, cpu);; ) {
-		struct tally_stats_group *sibling = fpcpu_of(n, cpu)->sibling;
-
-		*tail = n;
-		tail = &fpcpu_of(n, cpu)->flush_next;
-		if (n == g)
-			break;
-		n = sibling ? leftmost(sibling, cpu) : n->parent;
-	}
-	*tail = NULL;
-	return head;
+	sibling = fpcpu_of(n, cpu)->sibling;
+	return sibling ? leftmost(sibling, cpu) : n->parent;
 }
 
 /* --- the two passes ----------------------------------------------------- */
@@ -257,15 +257,16 @@ static struct tally_stats_group *flush_order(struct tally_stats_group *g,
 static void flush_mark_cpu(struct tally_stats_tree *t,
 			   struct tally_stats_group *g, unsigned int cpu)
 {
-	struct tally_stats_group *n;
+	struct tally_stats_group *n, *next;
 
 	/* Claims seen by updates that completed before us are pushed. */
 	wait_for_pushes(tally_percpu_ptr(t->pushing, cpu));
 	pthread_mutex_lock(&t->flush_lock);
 	pop_updates(t, cpu);
-	for (n = flush_order(g, cpu); n; n = fpcpu_of(n, cpu)->flush_next) {
+	for (n = walk_first(g, cpu); n; n = next) {
 		int linked = QUEUE_LINKED;
 
+		next = walk_next(g, n, cpu);
 		/* Not a listed one: it is (being) pushed again. */
 		__atomic_compare_exchange_n(&pcpu_of(n, cpu)->queued, &linked,
 					    QUEUE_IDLE, false, __ATOMIC_SEQ_CST,
@@ -348,15 +349,16 @@ static void prune_children(struct stats_fpcpu *fp, unsigned int cpu)
 static void flush_fold_cpu(struct tally_stats_tree *t,
 			   struct tally_stats_group *g, unsigned int cpu)
 {
-	struct tally_stats_group *n;
+	struct tally_stats_group *n, *next;
 	bool moved_up = false;
 	uint64_t visited = 0;
 
 	pthread_mutex_lock(&t->flush_lock);
 	pop_updates(t, cpu);
-	for (n = flush_order(g, cpu); n; n = fpcpu_of(n, cpu)->flush_next) {
+	for (n = walk_first(g, cpu); n; n = next) {
 		struct stats_fpcpu *fp = fpcpu_of(n, cpu);
 
+		next = walk_next(g, n, cpu);
 		visited++;
 		if (fold_group(n, cpu) && n == g)
 			moved_up = true;

@@ -61,7 +61,6 @@ struct stats_pcpu {
 struct stats_fpcpu {
 	struct tally_stats_group *children;	/* updated children */
 	struct tally_stats_group *sibling;	/* next updated sibling */
-	struct tally_stats_group *flush_next;	/* children-first order */
 	bool linked;
 	long prev[];			/* stat[] as the last flush saw it */
 };

@@ -372,20 +372,6 @@ TEST(rseq_mode_follows_the_environment_in_every_setting)
 		CHECK_EQ_LONG(RERUN_THIS_TEST(settings[i]), 0);
 }
 
-/* Resident pages of this process (/proc/self/statm), or -1. */
-static long resident_pages(void)
-{
-	long size, resident = -1;
-	FILE *f = fopen("/proc/self/statm", "r");
-
-	if (!f)
-		return -1;
-	if (fscanf(f, "%ld %ld", &size, &resident) != 2)
-		resident = -1;
-	fclose(f);
-	return resident;
-}
-
 /*
  * On a VM with hundreds of possible CPUs and a few online, per-CPU memory
  * of the absent CPUs must stay uncommitted: allocating and freeing objects
@@ -408,7 +394,7 @@ TEST(free_leaves_the_pages_of_cpus_that_never_wrote_uncommitted)
 	/* A first allocation maps the chunk; count from there. */
 	p[0] = tally_percpu_alloc(d, 8, 0);
 	REQUIRE(p[0]);
-	before = resident_pages();
+	before = util_resident_pages();
 	REQUIRE(before > 0);
 	for (int round = 0; round < 2; round++) {
 		for (size_t i = 1; i < ARRAY_SIZE(p); i++) {
@@ -427,7 +413,7 @@ TEST(free_leaves_the_pages_of_cpus_that_never_wrote_uncommitted)
 			tally_percpu_free(d, p[i]);
 		}
 	}
-	after = resident_pages();
+	after = util_resident_pages();
 	/* Two CPUs wrote at most 64 pages each; 4096 would be a leak. */
 	if (!CHECK_LE_LONG(after - before, 1024))
 		harness_log("resident pages %ld -> %ld", before, after);

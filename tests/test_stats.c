@@ -129,14 +129,6 @@ static long read_local(struct tally_stats_group *g, unsigned int stat,
 	return local;
 }
 
-static struct tally_stats_info info_of(const struct tally_stats_tree *t)
-{
-	struct tally_stats_info info;
-
-	memset(&info, 0xff, sizeof(info));
-	CHECK_EQ_LONG(tally_stats_tree_info(t, &info), 0);
-	return info;
-}
 
 static struct tally_stats_group *child(struct tally_stats_group *parent,
 				       const char *name)
@@ -345,7 +337,7 @@ TEST(group_names_must_be_non_empty_short_and_slash_free)
 	/* out may be NULL. */
 	CHECK_EQ_LONG(tally_stats_group_create(a, "c", NULL), 0);
 	CHECK_EQ_LONG(tally_stats_group_find(f.t, "c", &g), -ENOENT);
-	CHECK_EQ_LONG(info_of(f.t).groups, 4);
+	CHECK_EQ_LONG(util_stats_info(f.t).groups, 4);
 	fixture_fini(&f);
 }
 
@@ -473,7 +465,7 @@ TEST(for_each_child_lists_exactly_the_live_children)
 	CHECK_EQ_LONG(tally_stats_group_destroy(x), 0);
 	children_of(a, list, sizeof(list));
 	CHECK(!strcmp(list, "y"));
-	CHECK_EQ_LONG(info_of(f.t).groups, 3);
+	CHECK_EQ_LONG(util_stats_info(f.t).groups, 3);
 	fixture_fini(&f);
 }
 
@@ -495,7 +487,7 @@ TEST(destroy_refuses_the_root_and_groups_with_children)
 	CHECK_EQ_LONG(tally_stats_group_find(f.t, "a", &g), -ENOENT);
 	CHECK_EQ_LONG(read_hier(f.root, 0, TALLY_FLUSH_FORCE), 5);
 	CHECK_EQ_LONG(read_local(f.root, 0, TALLY_FLUSH_FORCE), 0);
-	CHECK_EQ_LONG(info_of(f.t).groups, 1);
+	CHECK_EQ_LONG(util_stats_info(f.t).groups, 1);
 	fixture_fini(&f);
 }
 
@@ -639,7 +631,7 @@ TEST(none_reads_never_flush)
 		mod(&f, a, 2, 0, 5);
 		CHECK_EQ_LONG(read_hier(f.root, 0, TALLY_FLUSH_FORCE), 16);
 		/* Freshly flushed; each update stays invisible to NONE. */
-		before = info_of(f.t);
+		before = util_stats_info(f.t);
 		for (int i = 1; i <= 300; i++) {
 			mod(&f, b, (unsigned int)i, 0, 1000);
 			mod(&f, b, (unsigned int)i, 1, 1000);
@@ -656,7 +648,7 @@ TEST(none_reads_never_flush)
 		CHECK_EQ_LONG(hier[0], 16);
 		CHECK_EQ_LONG(hier[1], 0);
 		CHECK_EQ_LONG(local[0], 5);
-		CHECK_EQ_LONG(info_of(f.t).flushes, before.flushes);
+		CHECK_EQ_LONG(util_stats_info(f.t).flushes, before.flushes);
 		CHECK_EQ_LONG(read_hier(f.root, 0, TALLY_FLUSH_FORCE),
 			      16 + 300 * 1000);
 		CHECK_EQ_LONG(read_hier(a, 1, TALLY_FLUSH_NONE), 300 * 1000);
@@ -783,7 +775,7 @@ static const char *mode_name(enum tally_flush_mode m)
 static bool model_read(struct model *md, int i, enum tally_flush_mode mode,
 		       struct rng *r)
 {
-	struct tally_stats_info before = info_of(md->f.t), after;
+	struct tally_stats_info before = util_stats_info(md->f.t), after;
 	struct mgroup *mg = &md->m[i];
 	long hier[NS], local[NS];
 	unsigned int first = 0, end = NS;
@@ -799,7 +791,7 @@ static bool model_read(struct model *md, int i, enum tally_flush_mode mode,
 		ok &= CHECK_EQ_LONG(tally_stats_snapshot(mg->g, mode, hier,
 							 local), 0);
 	}
-	after = info_of(md->f.t);
+	after = util_stats_info(md->f.t);
 	if (mode == TALLY_FLUSH_NONE)
 		ok &= CHECK_EQ_LONG(after.flushes, before.flushes);
 	if (mode == TALLY_FLUSH_FORCE)
@@ -912,11 +904,11 @@ static void run_oracle(enum tally_stats_design design, unsigned int nr_cpus,
 			int i = random_alive(md, &r);
 			enum tally_flush_mode mode =
 				(enum tally_flush_mode)rng_below(&r, 4);
-			uint64_t before = info_of(md->f.t).flushes;
+			uint64_t before = util_stats_info(md->f.t).flushes;
 
 			if (!model_read(md, i, mode, &r))
 				break;
-			flushes_seen += info_of(md->f.t).flushes != before;
+			flushes_seen += util_stats_info(md->f.t).flushes != before;
 		}
 	}
 	/* At the end, a forced read of every group is exact. */
@@ -1006,18 +998,18 @@ TEST(if_needed_read_misses_at_most_the_bound_then_flushes)
 		for (unsigned int cpu = 0; cpu < 8; cpu++)
 			for (int i = 0; i < 3; i++)
 				mod(&f, b, cpu, i % 2 ? 1 : 0, i % 2 ? 1 : -1);
-		flushes = info_of(f.t).flushes;
+		flushes = util_stats_info(f.t).flushes;
 		/* 56 units pending: a, b and the root do not flush. */
 		CHECK_EQ_LONG(read_hier(b, 1, TALLY_FLUSH_IF_NEEDED), 0);
 		CHECK_EQ_LONG(read_hier(a, 0, TALLY_FLUSH_IF_NEEDED), 0);
 		CHECK_EQ_LONG(read_hier(f.root, 1, TALLY_FLUSH_IF_NEEDED), 0);
-		CHECK_EQ_LONG(info_of(f.t).flushes, flushes);
+		CHECK_EQ_LONG(util_stats_info(f.t).flushes, flushes);
 		/* The 57th unit: a reaches 36 > 32 and flushes. */
 		mod(&f, b, 5, 1, 1);
 		CHECK_EQ_LONG(read_hier(a, 1, TALLY_FLUSH_IF_NEEDED),
 			      32 + 8 + 1);
 		CHECK_EQ_LONG(read_hier(a, 0, TALLY_FLUSH_NONE), -16);
-		CHECK_EQ_LONG(info_of(f.t).flushes, flushes + 1);
+		CHECK_EQ_LONG(util_stats_info(f.t).flushes, flushes + 1);
 		/* The flush of a covered b too; the root still needs one. */
 		CHECK_EQ_LONG(read_hier(b, 1, TALLY_FLUSH_NONE), 41);
 		CHECK_EQ_LONG(read_hier(f.root, 1, TALLY_FLUSH_IF_NEEDED), 41);
@@ -1053,7 +1045,7 @@ struct bound_run {
 /* If-needed snapshot of group @i, checked; false on a failed check. */
 static bool bound_read(struct bound_run *b, int i)
 {
-	uint64_t before = info_of(b->f.t).flushes;
+	uint64_t before = util_stats_info(b->f.t).flushes;
 	unsigned long miss = 0;
 	long hier[NS];
 	bool flushed, ok = true;
@@ -1061,7 +1053,7 @@ static bool bound_read(struct bound_run *b, int i)
 	ok &= CHECK_EQ_LONG(tally_stats_snapshot(b->g[i],
 						 TALLY_FLUSH_IF_NEEDED, hier,
 						 NULL), 0);
-	flushed = info_of(b->f.t).flushes != before;
+	flushed = util_stats_info(b->f.t).flushes != before;
 	for (unsigned int st = 0; st < NS; st++) {
 		long truth = 0;
 
@@ -1159,16 +1151,16 @@ TEST(periodic_tick_flushes_the_root_once_per_period)
 		if (!fixture_init(&f, designs[d], 4, 0, &clk, PERIOD))
 			return;
 		REQUIRE(chain_ab(f.root, &a, &b));
-		roots = info_of(f.t).root_flushes;
+		roots = util_stats_info(f.t).root_flushes;
 		mod(&f, b, 3, 1, 9);
 		fake_set(&clk, T0 + PERIOD - 1);
 		CHECK_EQ_LONG(tally_stats_periodic_tick(f.t), 0);
 		CHECK_EQ_LONG(read_hier(f.root, 1, TALLY_FLUSH_NONE), 0);
-		CHECK_EQ_LONG(info_of(f.t).root_flushes, roots);
+		CHECK_EQ_LONG(util_stats_info(f.t).root_flushes, roots);
 
 		fake_set(&clk, T0 + PERIOD);
 		CHECK_EQ_LONG(tally_stats_periodic_tick(f.t), 1);
-		CHECK_EQ_LONG(info_of(f.t).root_flushes, roots + 1);
+		CHECK_EQ_LONG(util_stats_info(f.t).root_flushes, roots + 1);
 		/* The whole tree was flushed, without any read. */
 		CHECK_EQ_LONG(read_hier(f.root, 1, TALLY_FLUSH_NONE), 9);
 		CHECK_EQ_LONG(read_hier(a, 1, TALLY_FLUSH_NONE), 9);
@@ -1212,11 +1204,11 @@ TEST(ratelimited_read_flushes_only_when_two_periods_late)
 			return;
 		REQUIRE(chain_ab(f.root, &a, &b));
 		mod(&f, b, 1, 0, -4);
-		flushes = info_of(f.t).flushes;
+		flushes = util_stats_info(f.t).flushes;
 		fake_set(&clk, T0 + 2 * PERIOD);
 		CHECK_EQ_LONG(read_hier(f.root, 0, TALLY_FLUSH_RATELIMITED), 0);
 		CHECK_EQ_LONG(read_hier(b, 0, TALLY_FLUSH_RATELIMITED), 0);
-		CHECK_EQ_LONG(info_of(f.t).flushes, flushes);
+		CHECK_EQ_LONG(util_stats_info(f.t).flushes, flushes);
 		fake_set(&clk, T0 + 2 * PERIOD + 1);
 		/* Late: the read flushes (its group). */
 		CHECK_EQ_LONG(read_hier(a, 0, TALLY_FLUSH_RATELIMITED), -4);
@@ -1330,7 +1322,7 @@ TEST(periodic_thread_sleeps_between_periods)
 	/* A tick (and a flush) per period, not a busy loop of ticks. */
 	if (!CHECK_LE_ULONG(n, 40))
 		harness_log("%lu clock reads in 0.3 s with a 0.1 s period", n);
-	CHECK_CMP_ULONG(info_of(t).root_flushes, >=, 1);
+	CHECK_CMP_ULONG(util_stats_info(t).root_flushes, >=, 1);
 	tally_stats_tree_destroy(t);
 }
 

@@ -47,14 +47,6 @@ static struct tally_stats_tree *tree_on(struct tally_domain *d,
 	return t;
 }
 
-static struct tally_stats_info info_of(const struct tally_stats_tree *t)
-{
-	struct tally_stats_info info;
-
-	memset(&info, 0xff, sizeof(info));
-	CHECK_EQ_LONG(tally_stats_tree_info(t, &info), 0);
-	return info;
-}
 
 static long read_hier(struct tally_stats_group *g, unsigned int stat,
 		      enum tally_flush_mode mode)
@@ -170,24 +162,24 @@ static void zero_delta_run(struct tally_domain *d)
 	for (unsigned int cpu = 0; cpu < nr; cpu++)
 		mod_on(b, d, cpu, 0, 1);
 	CHECK_EQ_LONG(tally_stats_flush(root), 0);
-	before = info_of(t).groups_flushed;
+	before = util_stats_info(t).groups_flushed;
 	CHECK_EQ_LONG(tally_stats_flush(root), 0);
-	idle = info_of(t).groups_flushed - before;
+	idle = util_stats_info(t).groups_flushed - before;
 
-	before = info_of(t).groups_flushed;
+	before = util_stats_info(t).groups_flushed;
 	for (int i = 0; i < 100; i++)
 		for (unsigned int cpu = 0; cpu < nr; cpu++) {
 			CHECK_EQ_LONG(mod_on(b, d, cpu, i % NS, 0), 0);
 			CHECK_EQ_LONG(mod_on(a, d, cpu, 1, 0), 0);
 		}
 	CHECK_EQ_LONG(read_hier(root, 0, TALLY_FLUSH_FORCE), (long)nr);
-	zero = info_of(t).groups_flushed - before;
+	zero = util_stats_info(t).groups_flushed - before;
 	CHECK_EQ_ULONG(zero, idle);
 
-	before = info_of(t).groups_flushed;
+	before = util_stats_info(t).groups_flushed;
 	mod_on(b, d, nr - 1, 2, 5);
 	CHECK_EQ_LONG(read_hier(root, 2, TALLY_FLUSH_FORCE), 5);
-	CHECK_CMP_ULONG(info_of(t).groups_flushed - before, >, idle);
+	CHECK_CMP_ULONG(util_stats_info(t).groups_flushed - before, >, idle);
 	tally_stats_tree_destroy(t);
 }
 
@@ -311,7 +303,7 @@ TEST(flat_tree_of_many_children_is_created_and_found_by_path)
 			goto out;
 		}
 	}
-	CHECK_EQ_ULONG(info_of(t).groups, N + 1);
+	CHECK_EQ_ULONG(util_stats_info(t).groups, N + 1);
 	CHECK_EQ_LONG(tally_stats_group_for_each_child(root, count_child,
 						       &seen), 0);
 	CHECK_EQ_LONG(seen, N);
@@ -356,20 +348,6 @@ out:
 
 /* ---- memory ------------------------------------------------------------- */
 
-/* Resident pages of this process (/proc/self/statm). */
-static long resident_pages(void)
-{
-	FILE *f = fopen("/proc/self/statm", "r");
-	long size, resident = -1;
-
-	if (!f)
-		return -1;
-	if (fscanf(f, "%ld %ld", &size, &resident) != 2)
-		resident = -1;
-	fclose(f);
-	return resident;
-}
-
 /*
  * A group's per-CPU copies cost memory only on the CPUs that update it:
  * creating 200 groups on a 4096-CPU domain and updating them on 2 CPUs
@@ -390,7 +368,7 @@ TEST(groups_cost_memory_only_on_the_cpus_that_update_them)
 	REQUIRE(t);
 	/* Warm the tree: its first flush, the first group of its chunk. */
 	CHECK_EQ_LONG(tally_stats_flush(tally_stats_root(t)), 0);
-	before = resident_pages();
+	before = util_resident_pages();
 	REQUIRE(before > 0);
 	for (int i = 0; i < NR_GROUPS; i++) {
 		char name[16];
@@ -400,7 +378,7 @@ TEST(groups_cost_memory_only_on_the_cpus_that_update_them)
 		snprintf(name, sizeof(name), "g%d", i);
 		REQUIRE(tally_stats_group_create(parent, name, &g[i]) == 0);
 	}
-	mid = resident_pages();
+	mid = util_resident_pages();
 	for (int i = 0; i < NR_GROUPS; i++)
 		for (unsigned int k = 0; k < 2; k++) {
 			/* CPUs far apart: each has its own unit. */
@@ -409,7 +387,7 @@ TEST(groups_cost_memory_only_on_the_cpus_that_update_them)
 		}
 	CHECK_EQ_LONG(read_hier(tally_stats_root(t), 0, TALLY_FLUSH_FORCE),
 		      want);
-	after = resident_pages();
+	after = util_resident_pages();
 	if (!CHECK_CMP_LONG(after - before, <, NR_CPUS / 2))
 		harness_log("%ld pages more after creating %d groups, %ld "
 			    "after updating them on 2 of %d CPUs",
@@ -628,7 +606,7 @@ TEST(failed_allocations_in_create_leave_out_untouched)
 		    !CHECK(g == (struct tally_stats_group *)SENTINEL) ||
 		    !CHECK_EQ_LONG(tally_stats_group_find(t, "kid", &found),
 				   -ENOENT) ||
-		    !CHECK_EQ_ULONG(info_of(t).groups, 1)) {
+		    !CHECK_EQ_ULONG(util_stats_info(t).groups, 1)) {
 			harness_log("allocation %ld failed", k);
 			break;
 		}

@@ -45,14 +45,6 @@ static struct tally_stats_tree *tree_with(const struct tally_stats_options *o)
 	return t;
 }
 
-static struct tally_stats_info info_of(const struct tally_stats_tree *t)
-{
-	struct tally_stats_info info;
-
-	memset(&info, 0xff, sizeof(info));
-	CHECK_EQ_LONG(tally_stats_tree_info(t, &info), 0);
-	return info;
-}
 
 static void start(pthread_t *th, void *(*fn)(void *), void *arg)
 {
@@ -191,7 +183,7 @@ static void fresh_run(long reads, void (*midway)(void))
 	CHECK_EQ_LONG(tally_stats_read(root, 0, TALLY_FLUSH_FORCE, &v, NULL),
 		      0);
 	CHECK_EQ_LONG(v, published(f));
-	CHECK(info_of(f->t).fenced != 0);
+	CHECK(util_stats_info(f->t).fenced != 0);
 	if (harness_test_failed())
 		harness_log("%ld forced reads, %ld stale, %ld above, "
 			    "%ld updates", f->reads, f->stale, f->above,
@@ -216,7 +208,7 @@ TEST(membarrier_off_in_the_environment_makes_updates_fenced)
 	}
 	t = tree_with(NULL);
 	REQUIRE(t);
-	CHECK(info_of(t).fenced != 0);
+	CHECK(util_stats_info(t).fenced != 0);
 	tally_stats_tree_destroy(t);
 	fresh_run(harness_scale(2000), NULL);
 }
@@ -542,9 +534,9 @@ TEST(linux61_periodic_tick_that_skips_the_flush_returns_0)
 	if (CHECK(blocker_wait(&b, 60))) {
 		__atomic_store_n(&clk.now, clk.now + 10 * PERIOD,
 				 __ATOMIC_RELAXED);
-		skipped = info_of(t).skipped;
+		skipped = util_stats_info(t).skipped;
 		CHECK_EQ_LONG(tally_stats_periodic_tick(t), 0);
-		CHECK_EQ_ULONG(info_of(t).skipped, skipped + 1);
+		CHECK_EQ_ULONG(util_stats_info(t).skipped, skipped + 1);
 		sem_post(&b.release);
 	}
 	pthread_join(th, NULL);
@@ -625,7 +617,7 @@ join:
 	tally_inject_set(TALLY_INJECT_FLUSH_BETWEEN_PASSES, NULL, NULL);
 	CHECK_EQ_LONG(d.err, 0);
 	CHECK_EQ_LONG(tally_stats_group_find(t, "p", &found), -ENOENT);
-	CHECK_EQ_ULONG(info_of(t).groups, 1);
+	CHECK_EQ_ULONG(util_stats_info(t).groups, 1);
 	/* The destroyed group's update stays in the root. */
 	CHECK_EQ_LONG(tally_stats_read(tally_stats_root(t), 0,
 				       TALLY_FLUSH_FORCE, &v, NULL), 0);

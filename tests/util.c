@@ -199,3 +199,25 @@ int util_run_capturing_stderr(void (*fn)(void), char *text, size_t len)
 	close(fds[0]);
 	return harness_wait_child(pid);
 }
+
+long util_resident_pages(void)
+{
+	FILE *f = fopen("/proc/self/statm", "r");
+	long size, resident = -1;
+
+	if (!f)
+		return -1;
+	if (fscanf(f, "%ld %ld", &size, &resident) != 2)
+		resident = -1;
+	fclose(f);
+	return resident;
+}
+
+struct tally_stats_info util_stats_info(const struct tally_stats_tree *t)
+{
+	struct tally_stats_info info;
+
+	memset(&info, 0xff, sizeof(info));
+	CHECK_EQ_LONG(tally_stats_tree_info(t, &info), 0);
+	return info;
+}

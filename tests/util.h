@@ -8,6 +8,7 @@
  */
 
 #include <tally/counter.h>
+#include <tally/stats.h>
 
 #include "harness.h"
 
@@ -68,5 +69,11 @@ int util_pin_random(struct rng *r);
  * harness_wait_child().
  */
 int util_run_capturing_stderr(void (*fn)(void), char *text, size_t len);
+
+/* Resident pages of this process (/proc/self/statm), or -1. */
+long util_resident_pages(void);
+
+/* tally_stats_tree_info() of @t, checked to succeed. */
+struct tally_stats_info util_stats_info(const struct tally_stats_tree *t);
 
 #endif /* TALLY_TESTS_UTIL_H */

@@ -134,8 +134,11 @@ TEST(children_forked_during_allocations_can_allocate)
 {
 	static void *(*const fns[])(void *) = { churn_counters, churn_percpu,
 						churn_domains };
-	struct churn s = { .sim = util_domain(7),
-			   .gate = PTHREAD_RWLOCK_INITIALIZER };
+	/* A writer-first gate, or the churn would starve fork. */
+	struct churn s = {
+		.sim = util_domain(7),
+		.gate = PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP,
+	};
 	pthread_t threads[ARRAY_SIZE(fns)];
 	long forks = harness_scale(200);
 

@@ -433,7 +433,8 @@ static long mask_top(const unsigned long *mask, size_t len)
 {
 	for (size_t i = len / sizeof(*mask); i-- > 0;)
 		if (mask[i])
-			return (long)(i * 64 + 64 - (size_t)__builtin_clzl(mask[i]));
+			return (long)(i * 64 + 64 -
+				      (size_t)__builtin_clzl(mask[i]));
 	return 0;
 }
 

@@ -41,7 +41,8 @@ static void hints_match_oracle(long *slots, unsigned long nr, long calls,
 		offs[i] = (long)((i + 1) * sizeof(long));
 	util_pin((int)cpu);
 	for (long k = 0; k < calls; k++) {
-		acc = tally_percpu_add_hints(slots, offs, nr, 3, slots, k, &got);
+		acc = tally_percpu_add_hints(slots, offs, nr, 3, slots, k,
+					     &got);
 		if (!CHECK_EQ_LONG(got, cpu))
 			break;
 		or = 0;
@@ -59,7 +60,8 @@ static void hints_match_oracle(long *slots, unsigned long nr, long calls,
 	/* v exactly once per call; a restart may repeat a hint. */
 	CHECK_EQ_LONG(total[0], calls * (calls - 1) / 2);
 	for (unsigned long i = 1; i < HINT_SLOTS; i++) {
-		if (i <= nr && !CHECK(total[i] >= 3 * calls && total[i] % 3 == 0))
+		if (i <= nr &&
+		    !CHECK(total[i] >= 3 * calls && total[i] % 3 == 0))
 			harness_log("nr %lu, hint %lu: %ld", nr, i, total[i]);
 		if (i > nr)
 			CHECK_EQ_LONG(total[i], 0);
@@ -153,8 +155,8 @@ TEST(failed_own_registration_aborts_instead_of_mixing_modes)
 		harness_log("no own rseq registration here: skipped");
 		return;
 	}
-	status = util_run_capturing_stderr(second_thread_fails_to_register, text,
-				      sizeof(text));
+	status = util_run_capturing_stderr(second_thread_fails_to_register,
+					   text, sizeof(text));
 	CHECK_EQ_LONG(status, 128 + SIGABRT);
 	if (!CHECK(strstr(text, "tally:") && strstr(text, "rseq")))
 		harness_log("stderr: \"%s\"", text);
@@ -165,7 +167,10 @@ TEST(failed_own_registration_aborts_instead_of_mixing_modes)
 #ifdef TALLY_INJECT
 
 /* The sequences the restart test runs; kinds 3.. are hints of nr 0..10. */
-enum { SEQ_ADD, SEQ_ADD_RETURN, SEQ_XCHG, SEQ_HINTS, NR_KINDS = SEQ_HINTS + 11 };
+enum {
+	SEQ_ADD, SEQ_ADD_RETURN, SEQ_XCHG, SEQ_HINTS,
+	NR_KINDS = SEQ_HINTS + HINT_SLOTS
+};
 
 struct restarts {
 	long *slots;		/* HINT_SLOTS per-CPU longs */

@@ -134,7 +134,7 @@ TEST(children_forked_during_allocations_can_allocate)
 {
 	static void *(*const fns[])(void *) = { churn_counters, churn_percpu,
 						churn_domains };
-	/* Writer first: the churning readers would starve the forker. */
+	/* A writer-first gate, or the churn would starve fork. */
 	struct churn s = {
 		.sim = util_domain(7),
 		.gate = PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP,

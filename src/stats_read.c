@@ -163,8 +163,10 @@ const struct stats_design_ops stats_design_tally = {
 static bool ratelimit_late(const struct tally_stats_tree *t)
 {
 	uint64_t last = __atomic_load_n(&t->last_root_flush, __ATOMIC_RELAXED);
+	uint64_t elapsed = stats_now(t) - last;
 
-	return stats_now(t) - last > 2 * t->period_ns;
+	/* Two periods, without overflowing 2 * period_ns. */
+	return elapsed > t->period_ns && elapsed - t->period_ns > t->period_ns;
 }
 
 static int flush_for_read(struct tally_stats_group *g,

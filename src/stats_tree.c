@@ -10,6 +10,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -18,6 +19,7 @@
 
 #define DEFAULT_BATCH 64ul
 #define DEFAULT_PERIOD_NS 2000000000ull
+#define MAX_THRESHOLD ((unsigned long)LONG_MAX / 8)
 
 static const struct stats_design_ops *const designs[] = {
 	[TALLY_DESIGN_TALLY] = &stats_design_tally,
@@ -155,6 +157,11 @@ int tally_stats_tree_create(struct tally_stats_tree **out,
 		goto fail;
 	}
 	t->batch = o.batch ? o.batch : DEFAULT_BATCH;
+	/* Counts reach a few thresholds at most: keep them far from overflow. */
+	if (t->batch > MAX_THRESHOLD / t->domain->nr_cpus) {
+		err = -EINVAL;
+		goto fail;
+	}
 	t->threshold = t->batch * t->domain->nr_cpus;
 	t->period_ns = o.period_ns ? o.period_ns : DEFAULT_PERIOD_NS;
 	t->clock = o.clock ? o.clock : default_clock;

@@ -243,6 +243,28 @@ TEST(options_with_bad_batch_or_design_are_rejected)
 	CHECK_EQ_LONG(create_with(schema, NS, NULL), 0);
 }
 
+/*
+ * batch x nr_cpus is the threshold every per-CPU count is compared with:
+ * past LONG_MAX / 8 the counts could overflow and if-needed reads stop
+ * flushing, so such a batch is refused rather than accepted.
+ */
+TEST(batch_whose_threshold_could_overflow_is_rejected)
+{
+	struct tally_domain *d = util_domain(64);
+	struct tally_stats_options o = { .domain = d };
+	/* 64 CPUs: the largest batch is 2^60 / 2^6 / 2 = 2^53. */
+	static const unsigned long bad[] = { 1ul << 54, 1ul << 61, 1ul << 63 };
+
+	o.batch = 1ul << 53;
+	CHECK_EQ_LONG(create_with(schema, NS, &o), 0);
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+		o.batch = bad[i];
+		if (!CHECK_EQ_LONG(create_with(schema, NS, &o), -EINVAL))
+			harness_log("accepted batch %#lx", bad[i]);
+	}
+	tally_domain_destroy(d);
+}
+
 TEST(stat_index_and_design_names_are_as_documented)
 {
 	struct fixture f;
@@ -1259,6 +1281,22 @@ static bool eventually_shows(struct tally_stats_group *g, unsigned int stat,
 	}
 	harness_log("still %ld after %.1f s, want %ld", v, timeout, want);
 	return false;
+}
+
+/* 2 x period_ns wraps past 2^63: "two periods late" must not. */
+TEST(ratelimited_read_with_a_huge_period_does_not_flush_early)
+{
+	struct fake_clock clk = { T0 };
+	struct tally_stats_group *a, *b;
+	struct fixture f;
+
+	if (!fixture_init(&f, TALLY_DESIGN_TALLY, 2, 0, &clk, 1ull << 63))
+		return;
+	REQUIRE(chain_ab(f.root, &a, &b));
+	mod(&f, b, 1, 0, -4);
+	fake_set(&clk, T0 + 1000000000ull);
+	CHECK_EQ_LONG(read_hier(f.root, 0, TALLY_FLUSH_RATELIMITED), 0);
+	fixture_fini(&f);
 }
 
 TEST(periodic_thread_flushes_in_the_background)

@@ -132,7 +132,8 @@ enum tally_flush_mode {
  * @design: flushing design (default %TALLY_DESIGN_TALLY).
  * @batch: per-CPU update volume that moves to a group's threshold counter
  *	(power of two, default 64, as the kernel's MEMCG_CHARGE_BATCH); a
- *	group needs flushing past batch x nr_cpus.
+ *	group needs flushing past batch x nr_cpus, which must not exceed
+ *	LONG_MAX / 8 (-EINVAL otherwise).
  * @period_ns: periodic flusher period (default 2 s).
  * @clock: the time in nanoseconds (default CLOCK_MONOTONIC); tests inject
  *	a fake clock here.
@@ -211,6 +212,9 @@ int tally_stats_group_create(struct tally_stats_group *parent,
  * first: their hierarchical values are the same before and after.  The
  * caller must stop updating and reading @g before; updating it after this
  * returned is a misuse that debug builds (TALLY_DEBUG) detect and abort on.
+ * Once it returned 0, @g is freed: any later call with it, a second
+ * destroy included, is a misuse (debug builds return -EINVAL for a second
+ * destroy; release builds may crash).
  *
  * Return: 0, -EINVAL (NULL or the root), -EBUSY (it has children).
  */

@@ -80,8 +80,8 @@ static void baseline_fork_child(struct tally_stats_tree *t)
 {
 	struct baseline_state *s = state_of(t);
 
-	stats_mutex_renew(&s->subtree_mutex);
-	stats_mutex_renew(&s->root_lock);
+	tally_mutex_reset(&s->subtree_mutex);
+	tally_mutex_reset(&s->root_lock);
 	pthread_cond_init(&s->root_cond, NULL);
 	s->flush_ongoing = 0;
 	s->root_flush_ongoing = false;
@@ -178,18 +178,21 @@ static bool linux68_flush(struct tally_stats_group *g, bool fresh)
 	.fork_child = baseline_fork_child
 
 const struct stats_design_ops stats_design_linux61 = {
+	.name = "linux61",
 	BASELINE_OPS,
 	.flush = linux61_flush,
 	.global_threshold = true,
 };
 
 const struct stats_design_ops stats_design_seed001 = {
+	.name = "seed001",
 	BASELINE_OPS,
 	.flush = seed001_flush,
 	.global_threshold = true,
 };
 
 const struct stats_design_ops stats_design_linux68 = {
+	.name = "linux68",
 	BASELINE_OPS,
 	.flush = linux68_flush,
 };

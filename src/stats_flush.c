@@ -276,15 +276,10 @@ static void flush_mark_cpu(struct tally_stats_tree *t,
 	pthread_mutex_unlock(&t->flush_lock);
 }
 
-static long load_long(const long *p)
-{
-	return __atomic_load_n(p, __ATOMIC_RELAXED);
-}
-
 /* Wrapping add of a flushed value (readers load it concurrently). */
 static void add_long(long *p, long v)
 {
-	__atomic_store_n(p, (long)((unsigned long)load_long(p) +
+	__atomic_store_n(p, (long)((unsigned long)stats_load(p) +
 				   (unsigned long)v),
 			 __ATOMIC_RELAXED);
 }
@@ -299,7 +294,7 @@ static bool fold_group(struct tally_stats_group *g, unsigned int cpu)
 	bool moved = false;
 
 	for (unsigned int i = 0; i < g->nr_stats; i++) {
-		long v = load_long(&pc->stat[i]);
+		long v = stats_load(&pc->stat[i]);
 		long delta = (long)((unsigned long)v -
 				    (unsigned long)fp->prev[i]);
 		long total = (long)((unsigned long)delta +
@@ -460,7 +455,7 @@ static void relist_claimed(struct tally_stats_group *g, void *arg)
  */
 void stats_flush_fork_child(struct tally_stats_tree *t)
 {
-	stats_mutex_renew(&t->flush_lock);
+	tally_mutex_reset(&t->flush_lock);
 	for (unsigned int cpu = 0; cpu < t->domain->nr_cpus; cpu++) {
 		unsigned int *pushing = tally_percpu_ptr(t->pushing, cpu);
 

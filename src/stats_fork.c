@@ -55,7 +55,7 @@ static void fork_child(void)
 		stats_flush_fork_child(t);
 		stats_periodic_fork_child(t);
 	}
-	stats_mutex_renew(&trees_lock);
+	tally_mutex_reset(&trees_lock);
 }
 
 static void install_fork_handlers(void)

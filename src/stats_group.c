@@ -141,12 +141,6 @@ int stats_groups_init(struct tally_stats_tree *t)
 	return 0;
 }
 
-static void free_group_cb(struct tally_stats_group *g, void *arg)
-{
-	(void)arg;
-	stats_group_free(g);
-}
-
 void stats_groups_fini(struct tally_stats_tree *t)
 {
 	/* Collect first: freeing a group ends its walk through the table. */
@@ -170,7 +164,7 @@ void stats_groups_fini(struct tally_stats_tree *t)
 		}
 	}
 	if (t->root)
-		free_group_cb(t->root, NULL);
+		stats_group_free(t->root);
 	t->root = NULL;
 #ifdef TALLY_DEBUG
 	for (struct tally_stats_group *g = t->graveyard, *next; g; g = next) {

@@ -180,6 +180,7 @@ struct tally_stats_tree {
  * the baselines (stats_designs.c).  Only flush is required.
  */
 struct stats_design_ops {
+	const char *name;		/* tally_stats_design_name() */
 	/* Per-tree state (design_state) and its locks. */
 	int (*init)(struct tally_stats_tree *t);
 	void (*fini)(struct tally_stats_tree *t);
@@ -218,6 +219,12 @@ static inline struct stats_fpcpu *fpcpu_of(const struct tally_stats_group *g,
 	return (struct stats_fpcpu *)tally_percpu_ptr(g->fpcpu, cpu);
 }
 
+/* A flushed value: written under flush_lock, loaded by readers anywhere. */
+static inline long stats_load(const long *p)
+{
+	return __atomic_load_n(p, __ATOMIC_RELAXED);
+}
+
 /* Hierarchical values of @g (subtree), after its local values. */
 static inline long *stats_hier(const struct tally_stats_group *g)
 {
@@ -244,17 +251,6 @@ static inline uint64_t stats_now(const struct tally_stats_tree *t)
 static inline void stats_count_info(uint64_t *field, uint64_t n)
 {
 	__atomic_add_fetch(field, n, __ATOMIC_RELAXED);
-}
-
-/*
- * In a child of fork(), make a lock the forking thread took in the prepare
- * handler new: released, then initialised afresh, so that no count of
- * waiters or readers from the parent's other threads survives.
- */
-static inline void stats_mutex_renew(pthread_mutex_t *m)
-{
-	pthread_mutex_unlock(m);
-	pthread_mutex_init(m, NULL);
 }
 
 /* Visit every group of @t, the root included (topology must be stable). */

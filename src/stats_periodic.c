@@ -129,7 +129,7 @@ void stats_periodic_fork_parent(struct tally_stats_tree *t)
 /* The thread is not in the child: the child may start its own. */
 void stats_periodic_fork_child(struct tally_stats_tree *t)
 {
-	stats_mutex_renew(&t->periodic_lock);
+	tally_mutex_reset(&t->periodic_lock);
 	init_cond(t);
 	t->periodic_running = false;
 	t->periodic_stop = false;

@@ -133,7 +133,7 @@ static void forget_share(struct tally_stats_group *g, void *arg)
 
 static void tally_fork_child(struct tally_stats_tree *t)
 {
-	stats_mutex_renew(&t->coord_lock);
+	tally_mutex_reset(&t->coord_lock);
 	stats_for_each_group(t, forget_share, NULL);
 }
 
@@ -149,6 +149,7 @@ static void tally_fini(struct tally_stats_tree *t)
 }
 
 const struct stats_design_ops stats_design_tally = {
+	.name = "tally",
 	.init = tally_init,
 	.fini = tally_fini,
 	.flush = tally_flush,
@@ -200,11 +201,6 @@ int tally_stats_flush(struct tally_stats_group *g)
 	return 0;
 }
 
-static long load_long(const long *p)
-{
-	return __atomic_load_n(p, __ATOMIC_RELAXED);
-}
-
 int tally_stats_read(struct tally_stats_group *g, unsigned int stat,
 		     enum tally_flush_mode mode, long *hier, long *local)
 {
@@ -216,9 +212,9 @@ int tally_stats_read(struct tally_stats_group *g, unsigned int stat,
 	if (err)
 		return err;
 	if (hier)
-		*hier = load_long(&stats_hier(g)[stat]);
+		*hier = stats_load(&stats_hier(g)[stat]);
 	if (local)
-		*local = load_long(&g->local[stat]);
+		*local = stats_load(&g->local[stat]);
 	return 0;
 }
 
@@ -234,9 +230,9 @@ int tally_stats_snapshot(struct tally_stats_group *g,
 		return err;
 	for (unsigned int i = 0; i < g->nr_stats; i++) {
 		if (hier)
-			hier[i] = load_long(&stats_hier(g)[i]);
+			hier[i] = stats_load(&stats_hier(g)[i]);
 		if (local)
-			local[i] = load_long(&g->local[i]);
+			local[i] = stats_load(&g->local[i]);
 	}
 	return 0;
 }

@@ -28,13 +28,6 @@ static const struct stats_design_ops *const designs[] = {
 	[TALLY_DESIGN_LINUX68] = &stats_design_linux68,
 };
 
-static const char *const design_names[] = {
-	[TALLY_DESIGN_TALLY] = "tally",
-	[TALLY_DESIGN_LINUX61] = "linux61",
-	[TALLY_DESIGN_SEED001] = "seed001",
-	[TALLY_DESIGN_LINUX68] = "linux68",
-};
-
 #define NR_DESIGNS (sizeof(designs) / sizeof(designs[0]))
 
 static uint64_t default_clock(void *arg)
@@ -224,6 +217,6 @@ int tally_stats_tree_info(const struct tally_stats_tree *t,
 
 const char *tally_stats_design_name(enum tally_stats_design design)
 {
-	return (unsigned int)design < NR_DESIGNS ? design_names[design]
+	return (unsigned int)design < NR_DESIGNS ? designs[design]->name
 						  : "unknown";
 }

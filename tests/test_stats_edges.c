@@ -274,15 +274,6 @@ TEST(huge_deltas_keep_if_needed_reads_within_the_bound)
 
 /* ---- a flat tree -------------------------------------------------------- */
 
-static int count_child(struct tally_stats_group *c, const char *name,
-		       void *arg)
-{
-	(void)c;
-	(void)name;
-	++*(long *)arg;
-	return 0;
-}
-
 /* 20,000 children of one group (fewer under the slower sanitizer runs). */
 TEST(flat_tree_of_many_children_is_created_and_found_by_path)
 {
@@ -304,7 +295,7 @@ TEST(flat_tree_of_many_children_is_created_and_found_by_path)
 		}
 	}
 	CHECK_EQ_ULONG(util_stats_info(t).groups, N + 1);
-	CHECK_EQ_LONG(tally_stats_group_for_each_child(root, count_child,
+	CHECK_EQ_LONG(tally_stats_group_for_each_child(root, util_count_child,
 						       &seen), 0);
 	CHECK_EQ_LONG(seen, N);
 	for (int i = N; i-- > 0;) {

@@ -114,15 +114,6 @@ static int mod(const struct load_tree *lt, struct tally_stats_group *g,
 	return tally_stats_mod(g, stat, delta);
 }
 
-static int count_child(struct tally_stats_group *c, const char *name,
-		       void *arg)
-{
-	(void)c;
-	(void)name;
-	++*(long *)arg;
-	return 0;
-}
-
 static void topology_step(struct worker *w, struct load_tree *lt,
 			  struct rng *r)
 {
@@ -153,7 +144,7 @@ static void find_step(struct load_tree *lt, struct rng *r)
 	tally_stats_group_find(lt->t, path, &found);
 	tally_stats_group_find(lt->t, "svc/l0/missing", &found);
 	tally_stats_group_for_each_child(lt->leaves[rng_below(r, NR_LEAVES)],
-					 count_child, &n);
+					 util_count_child, &n);
 }
 
 static void flush_step(struct load_tree *lt, struct rng *r)

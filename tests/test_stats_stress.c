@@ -616,15 +616,6 @@ static void *stress_writer(void *p)
 	return NULL;
 }
 
-static int count_child(struct tally_stats_group *g, const char *name,
-		       void *arg)
-{
-	(void)g;
-	(void)name;
-	++*(int *)arg;
-	return 0;
-}
-
 static void *stress_reader(void *p)
 {
 	struct stress_arg *a = p;
@@ -643,7 +634,7 @@ static void *stress_reader(void *p)
 			(enum tally_flush_mode)rng_below(&r, 4);
 		long hier[NS], local[NS];
 		struct tally_stats_group *g = NULL;
-		int n = 0;
+		long n = 0;
 
 		switch (rng_below(&r, 8)) {
 		case 0:
@@ -656,7 +647,7 @@ static void *stress_reader(void *p)
 				      0);
 			CHECK(g == s->g[i]);
 			CHECK_EQ_LONG(tally_stats_group_for_each_child(
-					      s->g[i], count_child, &n), 0);
+					      s->g[i], util_count_child, &n), 0);
 			continue;
 		default:
 			break;

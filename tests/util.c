@@ -221,3 +221,12 @@ struct tally_stats_info util_stats_info(const struct tally_stats_tree *t)
 	CHECK_EQ_LONG(tally_stats_tree_info(t, &info), 0);
 	return info;
 }
+
+int util_count_child(struct tally_stats_group *child, const char *name,
+		     void *arg)
+{
+	(void)child;
+	(void)name;
+	++*(long *)arg;
+	return 0;
+}

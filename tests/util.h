@@ -76,4 +76,8 @@ long util_resident_pages(void);
 /* tally_stats_tree_info() of @t, checked to succeed. */
 struct tally_stats_info util_stats_info(const struct tally_stats_tree *t);
 
+/* A for_each_child callback that counts the children in *(long *)@arg. */
+int util_count_child(struct tally_stats_group *child, const char *name,
+		     void *arg);
+
 #endif /* TALLY_TESTS_UTIL_H */

@@ -258,11 +258,6 @@ void stats_for_each_group(struct tally_stats_tree *t,
 			  void (*fn)(struct tally_stats_group *g, void *arg),
 			  void *arg);
 
-/* --- stats_update.c ----------------------------------------------------- */
-
-/* Wake flushers blocked on @pushing once its count fell to 0. */
-void stats_wake_flushers(unsigned int *pushing);
-
 /* --- stats_flush.c ------------------------------------------------------ */
 
 #define STATS_PUSH_WAITERS 0x80000000u
@@ -286,10 +281,6 @@ void stats_flush_quiesce(struct tally_stats_tree *t);
 void stats_flush_fork_prepare(struct tally_stats_tree *t);
 void stats_flush_fork_parent(struct tally_stats_tree *t);
 void stats_flush_fork_child(struct tally_stats_tree *t);
-
-/* --- stats_read.c ------------------------------------------------------- */
-
-bool stats_over_threshold(const struct tally_stats_group *g);
 
 /* --- stats_group.c ------------------------------------------------------ */
 

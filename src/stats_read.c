@@ -34,7 +34,7 @@
 
 #include "stats_internal.h"
 
-bool stats_over_threshold(const struct tally_stats_group *g)
+static bool over_threshold(const struct tally_stats_group *g)
 {
 	const struct tally_stats_tree *t = g->tree;
 	const long *over = t->ops->global_threshold ? &t->global_over
@@ -177,7 +177,7 @@ static int flush_for_read(struct tally_stats_group *g,
 
 	switch (mode) {
 	case TALLY_FLUSH_IF_NEEDED:
-		if (stats_over_threshold(g))
+		if (over_threshold(g))
 			ops->flush(g, false);
 		return 0;
 	case TALLY_FLUSH_FORCE:

@@ -38,7 +38,8 @@
 #include "inject.h"
 #include "stats_internal.h"
 
-void stats_wake_flushers(unsigned int *pushing)
+/* Wake flushers blocked on @pushing once its count fell to 0. */
+static void wake_flushers(unsigned int *pushing)
 {
 	unsigned int waiters = STATS_PUSH_WAITERS;
 
@@ -80,7 +81,7 @@ static void queue_update(struct tally_stats_group *g, struct stats_pcpu *pc,
 	}
 	if (__atomic_sub_fetch(pushing, 1, __ATOMIC_SEQ_CST) ==
 	    STATS_PUSH_WAITERS)
-		stats_wake_flushers(pushing);
+		wake_flushers(pushing);
 }
 
 /*

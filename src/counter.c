@@ -330,19 +330,48 @@ long tally_counter_approximate_sum_positive(const struct tally_counter *c)
 	return v > 0 ? v : 0;
 }
 
-/* Sum of the slots, without the bias. */
+/*
+ * Sums of the slots of @nr counters of one domain, without their bias,
+ * CPU by CPU: the slots of counters from one init_many share each CPU's
+ * line, so that line is loaded once for all of them.
+ */
+static void slot_sums(const struct tally_counter *c, size_t nr,
+		      unsigned long *sums)
+{
+	for (size_t i = 0; i < nr; i++)
+		sums[i] = 0;
+	for (unsigned int cpu = 0; cpu < c->domain->nr_cpus; cpu++)
+		for (size_t i = 0; i < nr; i++)
+			sums[i] += (unsigned long)
+				tally_percpu_read_cpu(c[i].level0, cpu);
+}
+
 static unsigned long slot_sum(const struct tally_counter *c)
 {
-	unsigned long sum = 0;
+	unsigned long sum;
 
-	for (unsigned int cpu = 0; cpu < c->domain->nr_cpus; cpu++)
-		sum += (unsigned long)tally_percpu_read_cpu(c->level0, cpu);
+	slot_sums(c, 1, &sum);
 	return sum;
 }
 
 long tally_counter_precise_sum(const struct tally_counter *c)
 {
 	return (long)(slot_sum(c) + (unsigned long)load_bias(c));
+}
+
+int tally_counter_precise_sum_many(const struct tally_counter *c, size_t nr,
+				   long *sums)
+{
+	if (!c || !sums || !nr || nr > MAX_MANY)
+		return -EINVAL;
+	for (size_t i = 0; i < nr; i++)
+		if (!c[i].level0 || c[i].domain != c->domain)
+			return -EINVAL;
+	slot_sums(c, nr, (unsigned long *)sums);
+	for (size_t i = 0; i < nr; i++)
+		sums[i] = (long)((unsigned long)sums[i] +
+				 (unsigned long)load_bias(&c[i]));
+	return 0;
 }
 
 long tally_counter_precise_sum_positive(const struct tally_counter *c)

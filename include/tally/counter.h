@@ -230,6 +230,25 @@ long tally_counter_approximate_sum_positive(const struct tally_counter *c);
 long tally_counter_precise_sum(const struct tally_counter *c);
 
 /**
+ * tally_counter_precise_sum_many() - precise sums of several counters in
+ *	one pass over the CPUs.
+ * @c: array of @nr initialized counters of one domain (e.g. from one
+ *	tally_counter_init_many(), whose slots of a CPU share a cache line:
+ *	each CPU's line is then read once, not @nr times).
+ * @nr: 1 to %TALLY_PERCPU_UNIT / sizeof(long).
+ * @sums: set to each counter's precise sum, as tally_counter_precise_sum()
+ *	gives it.
+ *
+ * O(nr_cpus * @nr) loads, no lock, no allocation: MT-safe and
+ * async-signal-safe.  Exact when no add is in flight.
+ *
+ * Return: 0, or -EINVAL for NULL @c or @sums, @nr out of range, a
+ * destroyed counter or counters of different domains (@sums untouched).
+ */
+int tally_counter_precise_sum_many(const struct tally_counter *c, size_t nr,
+				   long *sums);
+
+/**
  * tally_counter_precise_sum_positive() - as above, clamped at 0.
  *
  * A sum taken while adds run can observe a decrement before the increment

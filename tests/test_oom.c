@@ -321,6 +321,53 @@ TEST(equal_badness_goes_to_the_lowest_index_in_both_methods)
 	tally_domain_destroy(d);
 }
 
+/* Badness = usage + the offset of the candidate's index. */
+static long usage_plus_offset(const struct tally_oom_candidate *c, long usage,
+			      void *arg)
+{
+	const struct tally_oom_candidate *base = ((void **)arg)[0];
+	const long *offset = ((void **)arg)[1];
+
+	return usage + offset[c - base];
+}
+
+TEST(a_tie_at_the_edge_of_an_interval_goes_to_the_lower_index)
+{
+	struct tally_domain *d = util_domain(1);
+	struct tally_counter cnt[2];
+	const struct tally_counter *ptr[2] = { &cnt[0], &cnt[1] };
+	static const long offset[2] = { -1, 0 };
+	struct tally_oom_candidate c[2];
+	void *arg[2] = { c, (void *)offset };
+	struct tally_oom_options o = TALLY_OOM_OPTIONS_INIT;
+	struct tally_oom_result res;
+
+	/*
+	 * 1 CPU, batch 2: a counter reads [approx, approx + 1].
+	 * Candidate 0: slot 11, approx 10, offset -1: [9, 10], precise 10.
+	 * Candidate 1: slot 10, approx 10, offset 0: [10, 11], precise 10.
+	 * Candidate 1's min equals candidate 0's max, yet it does not win:
+	 * both are 10 and candidate 0 has the lower index.
+	 */
+	memset(c, 0, sizeof(c));
+	for (int i = 0; i < 2; i++) {
+		REQUIRE(tally_counter_init(&cnt[i], d, 2) == 0);
+		tally_counter_add_cpu(&cnt[i], 0, 11 - i);
+		c[i].counters = &ptr[i];
+		c[i].nr_counters = 1;
+	}
+	o.badness = usage_plus_offset;
+	o.arg = arg;
+	REQUIRE(tally_oom_select(c, 2, &o, &res) == 0);
+	CHECK_EQ_LONG(c[0].badness_max, c[1].badness_min);
+	CHECK_EQ_LONG((long)res.index, 0);
+	CHECK_EQ_LONG(res.badness, 10);
+	CHECK(res.exact);
+	for (int i = 0; i < 2; i++)
+		tally_counter_destroy(&cnt[i]);
+	tally_domain_destroy(d);
+}
+
 TEST(prefer_wins_and_unkillable_or_adj_min_never_do)
 {
 	struct rng r = rng_seed(2);

@@ -32,4 +32,15 @@ int tally_bench_counter(int argc, char **argv);
  */
 int tally_bench_stats(int argc, char **argv);
 
+/**
+ * tally_bench_oom() - `tally bench oom`: victim selection among N tasks,
+ *	precise scan against the 2-pass selection.
+ * @argc: argument count, including argv[0].
+ * @argv: the arguments.
+ *
+ * Return: the exit status: 0, 1 when the benchmark failed (no memory),
+ * 2 for bad options.
+ */
+int tally_bench_oom(int argc, char **argv);
+
 #endif /* TALLY_BENCH_H */

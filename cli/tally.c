@@ -4,6 +4,7 @@
  *
  *   tally bench counter [options]	the counter benchmark
  *   tally bench stats [options]	the statistics tree benchmark
+ *   tally bench oom [options]		the victim selection benchmark
  *   tally version			print the version
  *   tally --help			list the commands
  *
@@ -46,6 +47,8 @@ static const struct command bench_commands[] = {
 	  "counter adds, reads and accuracy against the baselines" },
 	{ "stats", tally_bench_stats,
 	  "statistics tree: the four flushing designs side by side" },
+	{ "oom", tally_bench_oom,
+	  "victim selection: precise scan vs 2-pass over N tasks" },
 	{ NULL, NULL, NULL },
 };
 

@@ -323,6 +323,11 @@ long tally_counter_approximate_sum(const struct tally_counter *c)
 	return (long)(root + (unsigned long)load_bias(c));
 }
 
+void tally_counter_prefetch(const struct tally_counter *c)
+{
+	__builtin_prefetch(&c->items[c->domain->nr_items - 1]);
+}
+
 long tally_counter_approximate_sum_positive(const struct tally_counter *c)
 {
 	long v = tally_counter_approximate_sum(c);

@@ -239,6 +239,39 @@ static bool two_pass(const struct tally_oom_options *o,
 	}
 }
 
+/*
+ * Pass 1 is a walk over many tasks whose counters and roots sit in other
+ * cache lines and pages each: it is bound by memory latency.  Loads are
+ * started ahead, in two stages: the counters of the candidate PREFETCH_AHEAD
+ * * 2 places ahead, then the roots of the one PREFETCH_AHEAD ahead (whose
+ * counters have arrived by then).
+ */
+#define PREFETCH_AHEAD 8
+
+static const struct tally_counter *counter_of(
+	const struct tally_oom_candidate *c, unsigned int i)
+{
+	return c->mm ? &c->mm->counters[i] : c->counters[i];
+}
+
+static unsigned int nr_counters_of(const struct tally_oom_candidate *c)
+{
+	return c->mm ? TALLY_MM_NR_ITEMS : c->nr_counters;
+}
+
+static void prefetch_ahead(const struct tally_oom_candidate *cands,
+			   size_t nr, size_t i)
+{
+	size_t far = i + 2 * PREFETCH_AHEAD, near = i + PREFETCH_AHEAD;
+
+	if (far < nr)
+		for (unsigned int k = 0; k < nr_counters_of(&cands[far]); k++)
+			__builtin_prefetch(counter_of(&cands[far], k));
+	if (near < nr)
+		for (unsigned int k = 0; k < nr_counters_of(&cands[near]); k++)
+			tally_counter_prefetch(counter_of(&cands[near], k));
+}
+
 /* Pass 1 for candidate @c: its badness interval and approximation. */
 static void judge_approximately(const struct tally_oom_options *o,
 				struct tally_oom_candidate *c)
@@ -284,6 +317,7 @@ int tally_oom_select(struct tally_oom_candidate *cands, size_t nr,
 			continue;
 		nr_eligible++;
 		if (!precise_scan) {
+			prefetch_ahead(cands, nr, i);
 			judge_approximately(o, c);
 			if (c->badness_min > m)
 				m = c->badness_min;

@@ -129,6 +129,7 @@ test: deps
 demo: all
 	$(BUILD)/tally bench counter
 	$(BUILD)/tally bench stats
+	$(BUILD)/tally bench oom
 
 # Headers keep their directories (include/tally/arch/...).  No ldconfig:
 # DESTDIR installs are staged; the symlinks are made here instead.

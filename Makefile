@@ -126,10 +126,21 @@ test: deps
 		SAN="-fsanitize=thread -Wno-tsan" tests
 	@sh scripts/run-tests.sh
 
+# make demo: every benchmark's tables, its JSON in $(DEMO), and the plots
+# of that JSON with their index in $(DEMO)/plots (gnuplot is installed
+# like the other dependencies).
+DEMO ?= $(BUILD)/demo
 demo: all
-	$(BUILD)/tally bench counter
-	$(BUILD)/tally bench stats
-	$(BUILD)/tally bench oom
+	@sh scripts/ensure-deps.sh demo
+	@mkdir -p $(DEMO)
+	$(BUILD)/tally bench counter --json $(DEMO)/counter.json
+	$(BUILD)/tally bench stats --json $(DEMO)/stats.json
+	$(BUILD)/tally bench oom --json $(DEMO)/oom.json
+	rm -rf $(DEMO)/plots
+	for b in counter stats oom; do \
+		$(BUILD)/tally plot $(DEMO)/$$b.json -o $(DEMO)/plots || exit 1; \
+	done
+	@echo "plots: $(DEMO)/plots/index.html"
 
 # Headers keep their directories (include/tally/arch/...).  No ldconfig:
 # DESTDIR installs are staged; the symlinks are made here instead.

@@ -5,6 +5,7 @@
  *   tally bench counter [options]	the counter benchmark
  *   tally bench stats [options]	the statistics tree benchmark
  *   tally bench oom [options]		the victim selection benchmark
+ *   tally plot RESULT.json [-o DIR]	plots of a benchmark's JSON
  *   tally version			print the version
  *   tally --help			list the commands
  *
@@ -16,6 +17,7 @@
 #include <string.h>
 
 #include "../bench/bench.h"
+#include "plot.h"
 
 #ifndef TALLY_VERSION
 #error "TALLY_VERSION comes from the Makefile"
@@ -38,6 +40,7 @@ static int cmd_version(int argc, char **argv);
 
 static const struct command commands[] = {
 	{ "bench", cmd_bench, "run a benchmark (tally bench --help)" },
+	{ "plot", tally_plot, "draw a benchmark's JSON with gnuplot" },
 	{ "version", cmd_version, "print the version" },
 	{ NULL, NULL, NULL },
 };

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Make sure the tools a target needs are installed.  On a fresh Debian
 # machine, as root, install what is missing with apt-get; otherwise say
-# exactly what to install.  Usage: ensure-deps.sh build|test
+# exactly what to install.  Usage: ensure-deps.sh build|test|demo
 set -e
 need=""
 have_cc() { command -v "${CC:-gcc}" >/dev/null 2>&1 || command -v gcc >/dev/null 2>&1; }
@@ -24,6 +24,10 @@ if [ "$1" = test ]; then
 	command -v nm >/dev/null 2>&1 && command -v readelf >/dev/null 2>&1 ||
 		need="$need binutils"
 	command -v pkg-config >/dev/null 2>&1 || need="$need pkg-config"
+fi
+# make demo draws its plots with gnuplot.
+if [ "$1" = demo ]; then
+	command -v gnuplot >/dev/null 2>&1 || need="$need gnuplot-nox"
 fi
 [ -z "$need" ] && exit 0
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then

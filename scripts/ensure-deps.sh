@@ -25,8 +25,8 @@ if [ "$1" = test ]; then
 		need="$need binutils"
 	command -v pkg-config >/dev/null 2>&1 || need="$need pkg-config"
 fi
-# make demo draws its plots with gnuplot.
-if [ "$1" = demo ]; then
+# make demo draws its plots with gnuplot; make test checks tally plot.
+if [ "$1" = demo ] || [ "$1" = test ]; then
 	command -v gnuplot >/dev/null 2>&1 || need="$need gnuplot-nox"
 fi
 [ -z "$need" ] && exit 0

@@ -117,7 +117,7 @@ $(BUILD)/examples/%: examples/%.c $(PUBLIC_HEADERS) $(BUILD)/libtally.a Makefile
 # N failed" line.
 test: deps
 	@sh scripts/ensure-deps.sh test
-	$(MAKE) --no-print-directory BUILD=build lib tests examples
+	$(MAKE) --no-print-directory BUILD=build lib tests examples build/tally
 	$(MAKE) --no-print-directory BUILD=build/inject OPT="-O2 -g" \
 		SAN="-DTALLY_INJECT -DTALLY_DEBUG" tests
 	$(MAKE) --no-print-directory BUILD=build/asan OPT="-O1 -g" \

@@ -45,7 +45,8 @@ int main(void)
 
 	CHECK(tally_oom_select(cand, 3, &opts, &res));
 	printf("cancel: %s\n", q[res.index].sql);
-	/* Approximate unless it took a precise sum; always in [min, max]. */
+	/* Approximate unless it took a precise sum; in [min, max] when no
+	 * add runs meanwhile. */
 	printf("it frees about %ld bytes, between %ld and %ld\n",
 	       res.frees.value, res.frees.min, res.frees.max);
 	printf("same choice as a precise scan: %s\n", res.exact ? "yes" : "no");

@@ -34,6 +34,7 @@
 #include <string.h>
 
 #include <tally/counter.h>
+#include "counter_internal.h"
 #include "domain_internal.h"
 #include "inject.h"
 
@@ -323,7 +324,7 @@ long tally_counter_approximate_sum(const struct tally_counter *c)
 	return (long)(root + (unsigned long)load_bias(c));
 }
 
-void tally_counter_prefetch(const struct tally_counter *c)
+void counter_prefetch(const struct tally_counter *c)
 {
 	__builtin_prefetch(&c->items[c->domain->nr_items - 1]);
 }
@@ -414,23 +415,30 @@ void tally_counter_approximate_min_max_range(long approx, unsigned long under,
 				  : (long)((unsigned long)approx + under);
 }
 
-void tally_counter_approximate_min_max(const struct tally_counter *c,
-				       long *min, long *max)
+void counter_approximate_range(const struct tally_counter *c, long *approx,
+			       long *min, long *max)
 {
-	long approx = tally_counter_approximate_sum(c);
-
+	*approx = tally_counter_approximate_sum(c);
 	/*
 	 * The precise sum is approx + (0 .. under) modulo 2^64.  Past
 	 * LONG_MAX it may have wrapped: a precise sum just above LONG_MIN
 	 * has an approximation just below LONG_MAX.  Only the whole range
 	 * holds it then.
 	 */
-	if (c->under > (unsigned long)LONG_MAX - (unsigned long)approx) {
+	if (c->under > (unsigned long)LONG_MAX - (unsigned long)*approx) {
 		*min = LONG_MIN;
 		*max = LONG_MAX;
 		return;
 	}
-	tally_counter_approximate_min_max_range(approx, c->under, 0, min, max);
+	tally_counter_approximate_min_max_range(*approx, c->under, 0, min, max);
+}
+
+void tally_counter_approximate_min_max(const struct tally_counter *c,
+				       long *min, long *max)
+{
+	long approx;
+
+	counter_approximate_range(c, &approx, min, max);
 }
 
 /*

@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include <tally/mm.h>
+#include "counter_internal.h"
 #include "mm_internal.h"
 
 static const char *const item_names[TALLY_MM_NR_ITEMS] = {
@@ -49,6 +50,8 @@ int tally_mm_init(struct tally_mm *mm, struct tally_domain *d,
 
 	if (!mm)
 		return -EINVAL;
+	if (mm_is_live(mm))
+		return -EBUSY;	/* re-registering would corrupt the registry */
 	mm->magic = 0;
 	err = tally_counter_init_many(mm->counters, items, TALLY_MM_NR_ITEMS, d,
 				      batch ? batch : TALLY_MM_DEFAULT_BATCH);
@@ -60,8 +63,7 @@ int tally_mm_init(struct tally_mm *mm, struct tally_domain *d,
 
 static bool valid_mask(unsigned int mask)
 {
-	return (mask & TALLY_MM_MASK_TAG) && (mask & ~TALLY_MM_MASK_TAG) &&
-	       !(mask & ~TALLY_MM_ALL);
+	return mask && !(mask & ~TALLY_MM_ALL);
 }
 
 int tally_mm_destroy(struct tally_mm *mm)
@@ -98,12 +100,9 @@ int tally_mm_add_cpu(struct tally_mm *mm, unsigned int cpu,
 void mm_range_add(struct tally_mm_range *acc, const struct tally_counter *c,
 		  long weight)
 {
-	long approx = tally_counter_approximate_sum(c);
-	long min, max;
+	long approx, min, max;
 
-	tally_counter_approximate_min_max(c, &min, &max);
-	/* An add between the two loads may move approx out of [min, max]. */
-	approx = approx < min ? min : approx > max ? max : approx;
+	counter_approximate_range(c, &approx, &min, &max);
 	acc->value = mm_add_weighted(acc->value, approx, weight);
 	acc->min = mm_add_weighted(acc->min, min, weight);
 	acc->max = mm_add_weighted(acc->max, max, weight);
@@ -117,7 +116,7 @@ int tally_mm_approximate(const struct tally_mm *mm, unsigned int mask,
 	if (!mm_is_live(mm) || !out || !valid_mask(mask))
 		return -EINVAL;
 	for (unsigned int i = 0; i < TALLY_MM_NR_ITEMS; i++)
-		if (mask & 1u << i)
+		if (mask & TALLY_MM_BIT(i))
 			mm_range_add(&r, &mm->counters[i], 1);
 	*out = r;
 	return 0;
@@ -132,10 +131,10 @@ long tally_mm_precise(const struct tally_mm *mm, unsigned int mask)
 	if (!mm_is_live(mm) || !valid_mask(mask))
 		return -EINVAL;
 	/* Only the items up to the highest one asked for are summed. */
-	nr = 32 - (unsigned int)__builtin_clz(mask & ~TALLY_MM_MASK_TAG);
+	nr = 32 - (unsigned int)__builtin_clz(mask) - 16;
 	tally_counter_precise_sum_many(mm->counters, nr, sums);
 	for (unsigned int i = 0; i < nr; i++)
-		if (mask & 1u << i)
+		if (mask & TALLY_MM_BIT(i))
 			total = mm_add_weighted(total, sums[i], 1);
 	return total;
 }

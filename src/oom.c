@@ -19,27 +19,52 @@
  * The first two rows are proofs, so the choice is exact whenever the
  * budget was not spent.  Key order comes without sorting or allocation:
  * each round picks the next ROUND survivors by insertion into a small
- * stack array (O(candidates) per round, one round in the common case).
+ * stack array, O(candidates) per round.  After MAX_ROUNDS rounds (a large
+ * budget over many overlapping intervals) the remaining survivors are
+ * taken in index order instead, one scan: the first row then applies to
+ * each survivor alone, and the proof still holds when the budget lasts.
  *
  * Costs: pass 1 one root load per counter; pass 2 at most max_precise
- * precise sums (O(nr_cpus) per counter) plus a scan per round.
+ * precise sums (O(nr_cpus) per counter) plus at most MAX_ROUNDS + 2 scans
+ * of the candidates.
  */
 #include <errno.h>
 #include <limits.h>
 #include <string.h>
 
 #include <tally/oom.h>
+#include "counter_internal.h"
 #include "mm_internal.h"
 
 /* Survivors taken per round of pass 2 (one more is kept to peek at). */
 #define ROUND 32
+#define MAX_ROUNDS 4
 
 /* Badness floor: LONG_MIN marks a candidate that cannot be chosen. */
 #define BADNESS_FLOOR (LONG_MIN + 1)
 #define INELIGIBLE LONG_MIN
+#define NONE SIZE_MAX
 
 static const struct tally_oom_options default_options =
 	TALLY_OOM_OPTIONS_INIT;
+
+/* --- a candidate's counters, whether a tally_mm or the caller's ---------- */
+
+static unsigned int nr_counters_of(const struct tally_oom_candidate *c)
+{
+	return c->mm ? TALLY_MM_NR_ITEMS : c->nr_counters;
+}
+
+static const struct tally_counter *counter_of(
+	const struct tally_oom_candidate *c, unsigned int i)
+{
+	return c->mm ? &c->mm->counters[i] : c->counters[i];
+}
+
+static long weight_of(const struct tally_oom_candidate *c, unsigned int i)
+{
+	return c->weights && !c->mm ? c->weights[i] : 1;
+}
 
 static int check_candidate(const struct tally_oom_candidate *c)
 {
@@ -49,12 +74,11 @@ static int check_candidate(const struct tally_oom_candidate *c)
 		return -EINVAL;
 	if (c->mm)
 		return mm_is_live(c->mm) ? 0 : -EINVAL;
-	if (!c->counters || !c->nr_counters ||
-	    c->nr_counters > TALLY_OOM_MAX_COUNTERS)
+	if (!c->counters || !c->nr_counters)
 		return -EINVAL;
 	for (unsigned int i = 0; i < c->nr_counters; i++)
 		if (!c->counters[i] || !c->counters[i]->level0 ||
-		    (c->weights && c->weights[i] < 0))
+		    weight_of(c, i) < 0)
 			return -EINVAL;
 	return 0;
 }
@@ -65,23 +89,14 @@ static bool eligible(const struct tally_oom_candidate *c)
 	       c->score_adj != TALLY_OOM_SCORE_ADJ_MIN;
 }
 
-static long weight_of(const struct tally_oom_candidate *c, unsigned int i)
-{
-	return c->weights ? c->weights[i] : 1;
-}
-
 /* The candidate's usage from approximate sums, with its interval. */
 static struct tally_mm_range usage_approximate(
 	const struct tally_oom_candidate *c)
 {
 	struct tally_mm_range r = { 0, 0, 0 };
 
-	if (c->mm) {
-		tally_mm_approximate(c->mm, TALLY_MM_BADNESS, &r);
-		return r;
-	}
-	for (unsigned int i = 0; i < c->nr_counters; i++)
-		mm_range_add(&r, c->counters[i], weight_of(c, i));
+	for (unsigned int i = 0; i < nr_counters_of(c); i++)
+		mm_range_add(&r, counter_of(c, i), weight_of(c, i));
 	return r;
 }
 
@@ -89,7 +104,7 @@ static long usage_precise(const struct tally_oom_candidate *c)
 {
 	long usage = 0;
 
-	if (c->mm)
+	if (c->mm)	/* one pass over the CPUs for the five items */
 		return tally_mm_precise(c->mm, TALLY_MM_BADNESS);
 	for (unsigned int i = 0; i < c->nr_counters; i++)
 		usage = mm_add_weighted(usage,
@@ -113,6 +128,46 @@ static long badness_of(const struct tally_oom_options *o,
 								 : (long)b;
 }
 
+/*
+ * Pass 1 is a walk over many tasks whose counters and roots sit in other
+ * cache lines and pages each: it is bound by memory latency.  Loads are
+ * started ahead, in two stages: the counters of the candidate
+ * 2 * PREFETCH_AHEAD places ahead, then the roots of the one PREFETCH_AHEAD
+ * ahead (whose counters have arrived by then).
+ */
+#define PREFETCH_AHEAD 8
+
+static void prefetch_ahead(const struct tally_oom_candidate *cands,
+			   size_t nr, size_t i)
+{
+	size_t far = i + 2 * PREFETCH_AHEAD, near = i + PREFETCH_AHEAD;
+
+	if (far < nr)
+		for (unsigned int k = 0; k < nr_counters_of(&cands[far]); k++)
+			__builtin_prefetch(counter_of(&cands[far], k));
+	if (near < nr)
+		for (unsigned int k = 0; k < nr_counters_of(&cands[near]); k++)
+			counter_prefetch(counter_of(&cands[near], k));
+}
+
+/*
+ * Pass 1 for candidate @c.  The interval spans the three badness values
+ * of its usage interval, so that a policy that breaks the contract (not
+ * non-decreasing) still yields lo <= badness <= hi and a candidate that
+ * survives; only the proof of exactness is then void.
+ */
+static void judge_approximately(const struct tally_oom_options *o,
+				struct tally_oom_candidate *c)
+{
+	struct tally_mm_range u = usage_approximate(c);
+	long a = badness_of(o, c, u.min), b = badness_of(o, c, u.value);
+	long z = badness_of(o, c, u.max);
+
+	c->badness = b;
+	c->badness_min = a < b ? (a < z ? a : z) : (b < z ? b : z);
+	c->badness_max = a > b ? (a > z ? a : z) : (b > z ? b : z);
+}
+
 /* Does (v, i) beat (w, j): higher badness, or equal and lower index? */
 static bool beats(long v, size_t i, long w, size_t j)
 {
@@ -126,9 +181,17 @@ static bool key_before(const struct tally_oom_candidate *cands, size_t a,
 	return beats(cands[a].badness_max, a, cands[b].badness_max, b);
 }
 
+/* A survivor not yet taken: hi reaches @m, key strictly after @after. */
+static bool pending(const struct tally_oom_candidate *cands, long m,
+		    size_t after, size_t i)
+{
+	return cands[i].badness_max >= m &&
+	       (after == NONE || key_before(cands, after, i));
+}
+
 /*
- * Fill @out with the next (up to @cap) survivors in key order strictly
- * after survivor @after (SIZE_MAX: from the start).  Returns how many.
+ * Fill @out with the next (up to @cap) pending survivors in key order.
+ * Returns how many.
  */
 static size_t next_round(const struct tally_oom_candidate *cands, size_t nr,
 			 long m, size_t after, size_t *out, size_t cap)
@@ -138,10 +201,8 @@ static size_t next_round(const struct tally_oom_candidate *cands, size_t nr,
 	for (size_t i = 0; i < nr; i++) {
 		size_t pos;
 
-		if (cands[i].badness_max < m ||
-		    (after != SIZE_MAX && !key_before(cands, after, i)))
-			continue;
-		if (n == cap && !key_before(cands, i, out[cap - 1]))
+		if (!pending(cands, m, after, i) ||
+		    (n == cap && !key_before(cands, i, out[cap - 1])))
 			continue;
 		pos = n < cap ? n++ : cap - 1;
 		while (pos && key_before(cands, i, out[pos - 1])) {
@@ -153,9 +214,9 @@ static size_t next_round(const struct tally_oom_candidate *cands, size_t nr,
 	return n;
 }
 
-/* The choice being built by a pass. */
+/* The choice being built. */
 struct choice {
-	size_t index;		/* SIZE_MAX: none yet */
+	size_t index;		/* NONE: none yet */
 	long badness;
 	long usage;		/* precise usage when precise */
 	bool precise;
@@ -164,7 +225,7 @@ struct choice {
 static void consider(struct choice *best, size_t i, long badness, long usage,
 		     bool precise)
 {
-	if (best->index != SIZE_MAX &&
+	if (best->index != NONE &&
 	    !beats(badness, i, best->badness, best->index))
 		return;
 	best->index = i;
@@ -173,114 +234,111 @@ static void consider(struct choice *best, size_t i, long badness, long usage,
 	best->precise = precise;
 }
 
-/* Evaluate candidate @i precisely and consider it. */
-static void consider_precise(const struct tally_oom_options *o,
-			     const struct tally_oom_candidate *cands, size_t i,
-			     struct choice *best, unsigned int *sums)
+/* Sum candidate @i precisely; returns its precise badness. */
+static long judge_precisely(const struct tally_oom_options *o,
+			    const struct tally_oom_candidate *cands, size_t i,
+			    struct choice *best, unsigned int *sums)
 {
 	long usage = usage_precise(&cands[i]);
+	long badness = badness_of(o, &cands[i], usage);
 
 	(*sums)++;
-	consider(best, i, badness_of(o, &cands[i], usage), usage, true);
+	consider(best, i, badness, usage, true);
+	return badness;
+}
+
+/* The state of pass 2. */
+struct pass2 {
+	const struct tally_oom_options *o;
+	const struct tally_oom_candidate *cands;
+	size_t nr;
+	long m;
+	struct choice *best;
+	unsigned int *sums;
+};
+
+/* Can pending survivor @s still beat the best? */
+static bool may_beat_best(const struct pass2 *p, size_t s)
+{
+	return p->best->index == NONE ||
+	       beats(p->cands[s].badness_max, s, p->best->badness,
+		     p->best->index);
 }
 
 /*
- * Pass 2 of the 2-pass method.  Returns true when the choice is proven to
- * be the precise scan's.
+ * Learn survivor @s's badness: known when its interval is one point, else
+ * a precise sum.  False when the budget is spent.
  */
-static bool two_pass(const struct tally_oom_options *o,
-		     const struct tally_oom_candidate *cands, size_t nr,
-		     long m, struct choice *best, unsigned int *sums)
+static bool judge(struct pass2 *p, size_t s)
 {
-	size_t keys[ROUND + 1], after = SIZE_MAX;
+	const struct tally_oom_candidate *c = &p->cands[s];
 
-	for (;;) {
-		size_t n = next_round(cands, nr, m, after, keys, ROUND + 1);
+	if (c->badness_min == c->badness_max) {
+		consider(p->best, s, c->badness_min, 0, false);
+		return true;
+	}
+	if (*p->sums >= p->o->max_precise)
+		return false;
+	judge_precisely(p->o, p->cands, s, p->best, p->sums);
+	return true;
+}
+
+/* Budget spent: every survivor pending after @after, from index @from on,
+ * by its approximate badness. */
+static void judge_rest_approximately(struct pass2 *p, size_t after,
+				     size_t from)
+{
+	for (size_t i = from; i < p->nr; i++)
+		if (pending(p->cands, p->m, after, i))
+			consider(p->best, i, p->cands[i].badness, 0, false);
+}
+
+/* Pass 2; true when the choice is proven to be the precise scan's. */
+static bool two_pass(struct pass2 *p)
+{
+	size_t keys[ROUND + 1], after = NONE;
+
+	for (unsigned int round = 0; round < MAX_ROUNDS; round++) {
+		size_t n = next_round(p->cands, p->nr, p->m, after, keys,
+				      ROUND + 1);
 		size_t take = n > ROUND ? ROUND : n;
 
 		if (!n)
 			return true;
 		for (size_t k = 0; k < take; k++) {
 			size_t s = keys[k];
-			const struct tally_oom_candidate *c = &cands[s];
+			const struct tally_oom_candidate *c = &p->cands[s];
 
-			if (best->index != SIZE_MAX &&
-			    !beats(c->badness_max, s, best->badness,
-				   best->index))
-				return true;
-			if ((best->index == SIZE_MAX ||
-			     beats(c->badness_min, s, best->badness,
-				   best->index)) &&
+			if (!may_beat_best(p, s))
+				return true;	/* nor can any later key */
+			if ((p->best->index == NONE ||
+			     beats(c->badness_min, s, p->best->badness,
+				   p->best->index)) &&
 			    (k + 1 == n ||
-			     c->badness_min > cands[keys[k + 1]].badness_max)) {
+			     c->badness_min > p->cands[keys[k + 1]].badness_max)) {
 				/* Beats the best and every later max. */
-				best->index = s;
-				best->badness = c->badness;
-				best->precise = false;
+				p->best->index = s;
+				p->best->badness = c->badness;
+				p->best->precise = false;
 				return true;
 			}
-			if (c->badness_min == c->badness_max) {
-				consider(best, s, c->badness_min, 0, false);
-			} else if (*sums < o->max_precise) {
-				consider_precise(o, cands, s, best, sums);
-			} else {
-				/* Budget spent: the rest by approximation. */
-				for (size_t i = 0; i < nr; i++)
-					if (cands[i].badness_max >= m &&
-					    (i == s ||
-					     key_before(cands, s, i)))
-						consider(best, i,
-							 cands[i].badness, 0,
-							 false);
+			if (!judge(p, s)) {
+				judge_rest_approximately(p, after, 0);
 				return false;
 			}
 			after = s;
 		}
 	}
-}
-
-/*
- * Pass 1 is a walk over many tasks whose counters and roots sit in other
- * cache lines and pages each: it is bound by memory latency.  Loads are
- * started ahead, in two stages: the counters of the candidate PREFETCH_AHEAD
- * * 2 places ahead, then the roots of the one PREFETCH_AHEAD ahead (whose
- * counters have arrived by then).
- */
-#define PREFETCH_AHEAD 8
-
-static const struct tally_counter *counter_of(
-	const struct tally_oom_candidate *c, unsigned int i)
-{
-	return c->mm ? &c->mm->counters[i] : c->counters[i];
-}
-
-static unsigned int nr_counters_of(const struct tally_oom_candidate *c)
-{
-	return c->mm ? TALLY_MM_NR_ITEMS : c->nr_counters;
-}
-
-static void prefetch_ahead(const struct tally_oom_candidate *cands,
-			   size_t nr, size_t i)
-{
-	size_t far = i + 2 * PREFETCH_AHEAD, near = i + PREFETCH_AHEAD;
-
-	if (far < nr)
-		for (unsigned int k = 0; k < nr_counters_of(&cands[far]); k++)
-			__builtin_prefetch(counter_of(&cands[far], k));
-	if (near < nr)
-		for (unsigned int k = 0; k < nr_counters_of(&cands[near]); k++)
-			tally_counter_prefetch(counter_of(&cands[near], k));
-}
-
-/* Pass 1 for candidate @c: its badness interval and approximation. */
-static void judge_approximately(const struct tally_oom_options *o,
-				struct tally_oom_candidate *c)
-{
-	struct tally_mm_range u = usage_approximate(c);
-
-	c->badness_min = badness_of(o, c, u.min);
-	c->badness_max = badness_of(o, c, u.max);
-	c->badness = badness_of(o, c, u.value);
+	/* Many overlapping survivors: the rest in index order, one scan. */
+	for (size_t i = 0; i < p->nr; i++) {
+		if (!pending(p->cands, p->m, after, i) || !may_beat_best(p, i))
+			continue;
+		if (!judge(p, i)) {
+			judge_rest_approximately(p, after, i);
+			return false;
+		}
+	}
+	return true;
 }
 
 int tally_oom_select(struct tally_oom_candidate *cands, size_t nr,
@@ -288,8 +346,8 @@ int tally_oom_select(struct tally_oom_candidate *cands, size_t nr,
 		     struct tally_oom_result *res)
 {
 	const struct tally_oom_options *o = opts ? opts : &default_options;
-	struct choice best = { SIZE_MAX, 0, 0, false };
-	size_t preferred = SIZE_MAX, nr_eligible = 0;
+	struct choice best = { NONE, 0, 0, false };
+	size_t preferred = NONE, nr_eligible = 0, highest_min = NONE;
 	bool precise_scan, exact = true;
 	unsigned int sums = 0;
 	long m = INELIGIBLE;
@@ -301,41 +359,50 @@ int tally_oom_select(struct tally_oom_candidate *cands, size_t nr,
 		if (check_candidate(&cands[i]))
 			return -EINVAL;
 		if (eligible(&cands[i]) && (cands[i].flags & TALLY_OOM_PREFER) &&
-		    preferred == SIZE_MAX)
+		    preferred == NONE)
 			preferred = i;
 	}
 	/* A preferred candidate is chosen anyway: no precise scan. */
-	precise_scan = o->method == TALLY_OOM_PRECISE && preferred == SIZE_MAX;
+	precise_scan = o->method == TALLY_OOM_PRECISE && preferred == NONE;
 
 	/* Pass 1; the precise method takes every candidate's precise sum. */
 	for (size_t i = 0; i < nr; i++) {
 		struct tally_oom_candidate *c = &cands[i];
-		long usage;
 
 		c->badness_min = c->badness_max = c->badness = INELIGIBLE;
 		if (!eligible(c))
 			continue;
 		nr_eligible++;
-		if (!precise_scan) {
-			prefetch_ahead(cands, nr, i);
-			judge_approximately(o, c);
-			if (c->badness_min > m)
-				m = c->badness_min;
+		if (precise_scan) {
+			c->badness = judge_precisely(o, cands, i, &best, &sums);
+			c->badness_min = c->badness_max = c->badness;
 			continue;
 		}
-		usage = usage_precise(c);
-		sums++;
-		c->badness = badness_of(o, c, usage);
-		c->badness_min = c->badness_max = c->badness;
-		consider(&best, i, c->badness, usage, true);
+		prefetch_ahead(cands, nr, i);
+		judge_approximately(o, c);
+		if (c->badness_min > m) {
+			m = c->badness_min;
+			highest_min = i;
+		}
 	}
 	if (!nr_eligible)
 		return -ENOENT;
 
-	if (preferred != SIZE_MAX)
-		consider_precise(o, cands, preferred, &best, &sums);
-	else if (!precise_scan)
-		exact = two_pass(o, cands, nr, m, &best, &sums);
+	if (preferred != NONE) {
+		if (o->max_precise)
+			judge_precisely(o, cands, preferred, &best, &sums);
+		else	/* a budget of 0 takes no precise sum at all */
+			consider(&best, preferred, cands[preferred].badness, 0,
+				 false);
+	} else if (!precise_scan) {
+		struct pass2 p = { o, cands, nr, m, &best, &sums };
+
+		exact = two_pass(&p);
+		/* The highest min always survives; this only guards it. */
+		if (best.index == NONE)
+			consider(&best, highest_min, cands[highest_min].badness,
+				 0, false);
+	}
 
 	memset(res, 0, sizeof(*res));
 	res->index = best.index;

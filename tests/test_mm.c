@@ -53,14 +53,16 @@ TEST(bad_items_masks_and_destroyed_counters_are_refused_without_effect)
 	CHECK_EQ_LONG(tally_mm_add_cpu(&mm, 0, TALLY_MM_NR_ITEMS, 1), -EINVAL);
 	CHECK_EQ_LONG(tally_mm_add_cpu(NULL, 0, TALLY_MM_ANON, 1), -EINVAL);
 	CHECK_EQ_LONG(tally_mm_approximate(&mm, 0, &r), -EINVAL);
-	CHECK_EQ_LONG(tally_mm_approximate(&mm, TALLY_MM_MASK_TAG, &r),
-		      -EINVAL);
 	CHECK_EQ_LONG(tally_mm_approximate(&mm, TALLY_MM_BIT(TALLY_MM_ANON) |
-					   1u << TALLY_MM_NR_ITEMS, &r),
+					   TALLY_MM_BIT(TALLY_MM_NR_ITEMS), &r),
 		      -EINVAL);
 	/* An item number where a mask belongs is refused, not misread. */
 	CHECK_EQ_LONG(tally_mm_approximate(&mm, TALLY_MM_ANON, &r), -EINVAL);
 	CHECK_EQ_LONG(tally_mm_precise(&mm, TALLY_MM_SWAP), -EINVAL);
+	CHECK_EQ_LONG(tally_mm_precise(&mm, TALLY_MM_BIT(TALLY_MM_FILE) |
+				       TALLY_MM_SHMEM), -EINVAL);
+	CHECK_EQ_LONG(tally_mm_precise(&mm, TALLY_MM_RSS | TALLY_MM_PGTABLES),
+		      -EINVAL);
 	CHECK_EQ_LONG(tally_mm_approximate(&mm, TALLY_MM_RSS, NULL), -EINVAL);
 	CHECK_EQ_LONG(tally_mm_approximate(NULL, TALLY_MM_RSS, &r), -EINVAL);
 	CHECK_EQ_LONG(r.value, 7);
@@ -80,6 +82,74 @@ TEST(bad_items_masks_and_destroyed_counters_are_refused_without_effect)
 	tally_domain_destroy(d);
 }
 
+TEST(init_of_live_counters_is_refused_and_leaves_them_working)
+{
+	struct tally_domain *d = util_domain(4);
+	struct tally_mm mm;
+	pid_t pid;
+
+	REQUIRE(tally_mm_init(&mm, d, 32, NULL) == 0);
+	tally_mm_add_cpu(&mm, 1, TALLY_MM_ANON, 100);
+	CHECK_EQ_LONG(tally_mm_init(&mm, d, 32, NULL), -EBUSY);
+	CHECK_EQ_LONG(tally_mm_precise(&mm, TALLY_MM_ALL), 100);
+	/* The counter registry is intact: a fork's child handler walks it. */
+	fflush(NULL);
+	pid = fork();
+	REQUIRE(pid >= 0);
+	if (pid == 0) {
+		CHECK_EQ_LONG(tally_mm_precise(&mm, TALLY_MM_ALL), 100);
+		harness_child_exit();
+	}
+	CHECK_EQ_LONG(harness_wait_child(pid), 0);
+	tally_mm_add_cpu(&mm, 2, TALLY_MM_ANON, -100);
+	CHECK_EQ_LONG(tally_mm_destroy(&mm), 0);
+	CHECK_EQ_LONG(tally_mm_init(&mm, d, 32, NULL), 0);	/* reusable */
+	CHECK_EQ_LONG(tally_mm_destroy(&mm), 0);
+	tally_domain_destroy(d);
+}
+
+TEST(precise_sum_many_equals_each_precise_sum_and_refuses_bad_input)
+{
+	struct tally_domain *d = util_domain(384), *other = util_domain(2);
+	struct tally_counter c[3], lone;
+	long sums[3] = { 7, 7, 7 };
+	struct rng r = rng_seed(0);
+
+	REQUIRE(tally_counter_init_many(c, NULL, 3, d, 32) == 0);
+	REQUIRE(tally_counter_init(&lone, other, 32) == 0);
+	for (int i = 0; i < 3000; i++)
+		tally_counter_add_cpu(&c[rng_below(&r, 3)],
+				      (unsigned int)rng_below(&r, 384),
+				      (long)rng_below(&r, 2000) - 900);
+	tally_counter_set(&c[1], -5);	/* the bias counts too */
+	REQUIRE(tally_counter_precise_sum_many(c, 3, sums) == 0);
+	for (int i = 0; i < 3; i++)
+		CHECK_EQ_LONG(sums[i], tally_counter_precise_sum(&c[i]));
+	CHECK_EQ_LONG(sums[1], -5);
+	CHECK_EQ_LONG(tally_counter_precise_sum_many(NULL, 1, sums), -EINVAL);
+	CHECK_EQ_LONG(tally_counter_precise_sum_many(c, 1, NULL), -EINVAL);
+	CHECK_EQ_LONG(tally_counter_precise_sum_many(c, 0, sums), -EINVAL);
+	CHECK_EQ_LONG(tally_counter_precise_sum_many(c, 1u << 20, sums),
+		      -EINVAL);
+	{
+		struct tally_counter mixed[2];
+
+		REQUIRE(tally_counter_init(&mixed[0], d, 32) == 0);
+		REQUIRE(tally_counter_init(&mixed[1], other, 32) == 0);
+		CHECK_EQ_LONG(tally_counter_precise_sum_many(mixed, 2, sums),
+			      -EINVAL);
+		tally_counter_destroy(&mixed[0]);
+		tally_counter_destroy(&mixed[1]);
+	}
+	CHECK_EQ_LONG(sums[1], -5);	/* untouched by the refusals */
+	tally_counter_destroy(&lone);
+	CHECK_EQ_LONG(tally_counter_precise_sum_many(&lone, 1, sums), -EINVAL);
+	tally_counter_destroy_many(c, 3);
+	CHECK_EQ_LONG(tally_counter_precise_sum_many(c, 3, sums), -EINVAL);
+	tally_domain_destroy(d);
+	tally_domain_destroy(other);
+}
+
 /* Exact model of one task: each item's precise value. */
 struct model {
 	long item[TALLY_MM_NR_ITEMS];
@@ -90,7 +160,7 @@ static long model_sum(const struct model *m, unsigned int mask)
 	long sum = 0;
 
 	for (unsigned int i = 0; i < TALLY_MM_NR_ITEMS; i++)
-		if ((mask & 1u << i) && m->item[i] > 0)
+		if ((mask & TALLY_MM_BIT(i)) && m->item[i] > 0)
 			sum += m->item[i];
 	return sum;
 }
@@ -99,7 +169,7 @@ static long model_sum(const struct model *m, unsigned int mask)
 static bool reads_match(const struct tally_mm *mm, const struct model *m)
 {
 	for (unsigned int bits = 1; bits < 1u << TALLY_MM_NR_ITEMS; bits++) {
-		unsigned int mask = TALLY_MM_MASK_TAG | bits;
+		unsigned int mask = bits << 16;	/* as TALLY_MM_BIT() ors */
 		struct tally_mm_range r;
 		long exact = model_sum(m, mask);
 

@@ -156,11 +156,6 @@ void tally_counter_destroy_many(struct tally_counter *c, size_t nr);
 /* Internal: carry @carry from CPU @cpu's slot into the tree. */
 void tally_counter_propagate(struct tally_counter *c, unsigned int cpu,
 			     long carry);
-/*
- * Internal: start loading what tally_counter_approximate_sum() reads of
- * @c beyond the counter itself, for scans over many counters.
- */
-void tally_counter_prefetch(const struct tally_counter *c);
 /* Internal: add on a simulated domain without a CPU (current CPU modulo). */
 void tally_counter_add_simulated(struct tally_counter *c, long inc);
 

@@ -36,10 +36,14 @@
  *
  * Accuracy: at quiescence (no add in flight) the precise sum of an item
  * lies in the [min, max] of its approximate read; the width is the
- * counter's under bound (tally_counter_accuracy(): 22,272 batches at 256
- * CPUs with the default 128 KiB batch: about 2.7 GiB per item - choose
- * the batch for the bound you need).  While adds are in flight either read
- * may lag them.
+ * counter's under bound (tally_counter_accuracy()).  With the default
+ * batch of 128 KiB, per item:
+ *
+ *	CPUs        2       64       256       384      4096
+ *	width   256 KiB   20 MiB    88 MiB   160 MiB  1856 MiB
+ *
+ * Choose the batch for the error you can accept.  While adds are in
+ * flight either read may lag them.
  *
  * Thread safety: add and every read are MT-safe and may run from signal
  * handlers (no lock, no allocation).  init and destroy take the counter
@@ -64,14 +68,17 @@ enum tally_mm_item {
 	TALLY_MM_NR_ITEMS
 };
 
-/*
- * Every mask carries this tag, so that an item number passed where a mask
- * is expected (TALLY_MM_ANON instead of TALLY_MM_BIT(TALLY_MM_ANON)) is
- * refused with -EINVAL instead of summing another item.
+/**
+ * TALLY_MM_BIT() - the mask of one item, for the sum reads; or them.
+ *
+ * Item bits start at bit 16, so that an item number passed where a mask
+ * belongs (TALLY_MM_ANON instead of TALLY_MM_BIT(TALLY_MM_ANON)), alone or
+ * or'ed into a mask, is refused with -EINVAL instead of summing another
+ * item.  TALLY_MM_FILE is 0 and cannot be told from no item at all when
+ * or'ed into a mask: TALLY_MM_BIT(TALLY_MM_ANON) | TALLY_MM_FILE is read
+ * as anon alone.
  */
-#define TALLY_MM_MASK_TAG 0x100u
-/** TALLY_MM_BIT() - the mask of one item, for the sum reads; or them. */
-#define TALLY_MM_BIT(item) (TALLY_MM_MASK_TAG | 1u << (item))
+#define TALLY_MM_BIT(item) (1u << ((item) + 16))
 /** Resident memory: anonymous + file + shared (the kernel's get_mm_rss()). */
 #define TALLY_MM_RSS \
 	(TALLY_MM_BIT(TALLY_MM_FILE) | TALLY_MM_BIT(TALLY_MM_ANON) | \
@@ -81,7 +88,7 @@ enum tally_mm_item {
 	(TALLY_MM_RSS | TALLY_MM_BIT(TALLY_MM_SWAP) | \
 	 TALLY_MM_BIT(TALLY_MM_PGTABLES))
 /** Every item. */
-#define TALLY_MM_ALL (TALLY_MM_MASK_TAG | ((1u << TALLY_MM_NR_ITEMS) - 1))
+#define TALLY_MM_ALL (((1u << TALLY_MM_NR_ITEMS) - 1) << 16)
 
 /** Default batch: 32 pages of 4 KiB, the kernel's RSS batch, in bytes. */
 #define TALLY_MM_DEFAULT_BATCH (32ul * 4096)
@@ -138,7 +145,9 @@ size_t tally_mm_items_size(const struct tally_domain *d);
  * -EINVAL and does nothing else.  Not async-signal-safe.
  *
  * Return: 0, -EINVAL for a NULL @mm, a bad batch or misaligned @items,
- * -ENOMEM, -ENODEV when @d is NULL and the system domain cannot be built.
+ * -EBUSY when @mm holds live counters (initialized and not destroyed:
+ * nothing done), -ENOMEM, -ENODEV when @d is NULL and the system domain
+ * cannot be built.
  */
 int tally_mm_init(struct tally_mm *mm, struct tally_domain *d,
 		  unsigned long batch, void *items);
@@ -173,7 +182,8 @@ int tally_mm_destroy(struct tally_mm *mm);
  * @item: which counter.
  * @delta: bytes allocated (positive) or freed (negative).
  *
- * A few nanoseconds, no atomic instruction and no lock; MT-safe and
+ * A few nanoseconds and no lock: on the system domain an rseq add, no
+ * atomic instruction (atomic on simulated domains); MT-safe and
  * async-signal-safe.
  *
  * Return: 0, or -EINVAL for a NULL @mm, an unknown @item or a destroyed
@@ -223,7 +233,7 @@ int tally_mm_add_cpu(struct tally_mm *mm, unsigned int cpu,
  * async-signal-safe.
  *
  * Return: 0, or -EINVAL for a NULL or destroyed @mm, a NULL @out, or a
- * mask that names no item or was not made with TALLY_MM_BIT() (a bare
+ * mask that names no item or has a bit no TALLY_MM_BIT() sets (a bare
  * item number, for instance).
  */
 int tally_mm_approximate(const struct tally_mm *mm, unsigned int mask,

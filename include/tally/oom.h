@@ -54,8 +54,6 @@ extern "C" {
 
 /** Default budget of precise sums in pass 2 (the seed's). */
 #define TALLY_OOM_DEFAULT_MAX_PRECISE 16u
-/** Most counters of one candidate that is not a tally_mm. */
-#define TALLY_OOM_MAX_COUNTERS 64u
 
 /**
  * struct tally_oom_candidate - one task that may be chosen.
@@ -65,7 +63,7 @@ extern "C" {
  * @counters: @nr_counters counters whose weighted sum, each clamped at 0,
  *	is the usage.
  * @weights: one weight >= 0 per counter, or NULL for 1 each.
- * @nr_counters: 1 to %TALLY_OOM_MAX_COUNTERS when @mm is NULL.
+ * @nr_counters: at least 1 when @mm is NULL.
  * @score_adj: -1000 (never choose) to 1000.
  * @flags: %TALLY_OOM_UNKILLABLE, %TALLY_OOM_PREFER.
  * @badness: output: the approximate badness from pass 1 (LONG_MIN for a
@@ -100,9 +98,12 @@ struct tally_oom_candidate {
  * @arg: the options' @arg.
  *
  * Must be non-decreasing in @usage for a given candidate (e.g. usage minus
- * a soft limit, or usage * 1000 / soft limit): pass 1 maps a usage
- * interval to [f(min), f(max)].  It is called from tally_oom_select() only,
- * up to 4 times per candidate, and must not modify the candidate array.
+ * a soft limit, or usage * 1000 / soft limit) and give the same result for
+ * the same usage during one selection: pass 1 maps a usage interval to
+ * [f(min), f(max)].  A policy that breaks this gets a valid candidate, but
+ * the result's @exact no longer proves anything.  It is called from
+ * tally_oom_select() only, up to 4 times per candidate, and must not modify
+ * the candidate array.
  * Results below LONG_MIN + 1 are read as LONG_MIN + 1 (LONG_MIN marks the
  * candidates that cannot be chosen).
  *
@@ -124,7 +125,8 @@ enum tally_oom_method {
  *	%TALLY_OOM_DEFAULT_MAX_PRECISE is the seed's 16; UINT_MAX never runs
  *	out, so the choice is always exact; 0 judges on approximations only.
  * @total: what score_adj is a thousandth of: badness = usage + score_adj *
- *	(@total / 1000), the kernel's rule (e.g. the memory limit in bytes).
+ *	(@total / 1000), the kernel's rule (e.g. the memory limit in bytes;
+ *	below 1000, score_adj only matters at -1000).
  * @badness: a policy replacing the kernel's badness, or NULL.  score_adj
  *	-1000 and the flags still apply; @total is then unused.
  * @arg: passed to @badness.
@@ -177,8 +179,13 @@ struct tally_oom_result {
  *
  * Ineligible candidates: %TALLY_OOM_UNKILLABLE or score_adj -1000.  An
  * eligible %TALLY_OOM_PREFER candidate is chosen at once (one precise sum,
- * for its @frees; the others get their pass-1 intervals).  Badness
- * arithmetic saturates at LONG_MIN + 1 and LONG_MAX.
+ * for its @frees, unless max_precise is 0; the others get their pass-1
+ * intervals).  Badness arithmetic saturates at LONG_MIN + 1 and LONG_MAX.
+ *
+ * Cost: pass 1 one load per counter per candidate; pass 2 at most
+ * max_precise precise sums and at most 6 scans of the array (in key order
+ * for the first 128 survivors, then in index order), so a large budget
+ * never costs more than a precise scan plus those scans.
  *
  * MT-safe against adds to the candidates' counters: the choice is then one
  * of the eligible candidates, judged on sums taken while the adds ran, and
@@ -187,10 +194,9 @@ struct tally_oom_result {
  *
  * Return: 0, -ENOENT when no candidate is eligible (including @nr 0),
  * -EINVAL for a NULL @res, a NULL @cands with @nr > 0, an unknown method,
- * a candidate without counters or with more than
- * %TALLY_OOM_MAX_COUNTERS, a NULL counter, a negative weight, a
- * destroyed tally_mm, or a score_adj or flag out of range (@res is
- * untouched then).
+ * a candidate without counters, a NULL or destroyed counter, a negative
+ * weight, a destroyed tally_mm, or a score_adj or flag out of range (@res
+ * is untouched then).
  */
 int tally_oom_select(struct tally_oom_candidate *cands, size_t nr,
 		     const struct tally_oom_options *opts,

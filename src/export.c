@@ -534,7 +534,8 @@ static int claim_names(struct tally_exporter *e, const struct family *f,
 	if (!err && !(all = malloc(size)))
 		err = -ENOMEM;
 	if (!err) {
-		memcpy(all, e->names, old * sizeof(*all));
+		if (old)
+			memcpy(all, e->names, old * sizeof(*all));
 		memcpy(all + old, fresh, added * sizeof(*all));
 		qsort(all, old + added, sizeof(*all), cmp_names);
 		for (size_t i = 1; i < old + added && !err; i++)
@@ -816,7 +817,8 @@ long tally_export_buffer(struct tally_exporter *e, char *buf, size_t len)
 		return err;
 	}
 	if (e->out.len < len) {
-		memcpy(buf, e->out.p, e->out.len);
+		if (e->out.len)
+			memcpy(buf, e->out.p, e->out.len);
 		buf[e->out.len] = '\0';
 	} else if (len) {
 		buf[0] = '\0';

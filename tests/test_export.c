@@ -1137,10 +1137,11 @@ TEST(export_during_churn_stays_well_formed_and_ends_exact)
 
 	REQUIRE(t);
 	for (int i = 0; i < 8; i++) {
-		char name[8];
+		char name[16];
 
 		snprintf(name, sizeof(name), "l%d", i);
-		up.leaves[i] = add(i < 4 ? tally_stats_root(t) : up.leaves[i - 4],
+		up.leaves[i] = add(i < 4 ? tally_stats_root(t)
+					 : up.leaves[i - 4],
 				   name);
 	}
 	memcpy(cr.leaves, up.leaves, sizeof(up.leaves));

@@ -58,7 +58,10 @@ int bench_parse_names(const char *s, const char *const *names,
 int bench_bad_usage(const char *cmd, const char *what, const char *arg,
 		    void (*usage)(FILE *f))
 {
-	fprintf(stderr, "%s: %s: '%s'\n", cmd, what, arg);
+	/* Every message of the tool starts "tally: " ("tally: bench stats: "). */
+	if (!strncmp(cmd, "tally ", 6))
+		cmd += 6;
+	fprintf(stderr, "tally: %s: %s: '%s'\n", cmd, what, arg);
 	usage(stderr);
 	return -1;
 }

@@ -113,11 +113,12 @@ $(BUILD)/examples/%: examples/%.c $(PUBLIC_HEADERS) $(BUILD)/libtally.a Makefile
 # of touching freed memory.  TSan does not model stand-alone fences
 # (-Wno-tsan): tally uses them for store-load ordering on the simulated and
 # no-membarrier paths, never for happens-before.  The runner also runs the
-# examples and scripts/check-exports.sh, and prints the closing "N passed,
+# examples, scripts/check-exports.sh and scripts/check-cli.sh (the tool),
+# and prints the closing "N passed,
 # N failed" line.
 test: deps
 	@sh scripts/ensure-deps.sh test
-	$(MAKE) --no-print-directory BUILD=build lib tests examples
+	$(MAKE) --no-print-directory BUILD=build lib tests examples build/tally
 	$(MAKE) --no-print-directory BUILD=build/inject OPT="-O2 -g" \
 		SAN="-DTALLY_INJECT -DTALLY_DEBUG" tests
 	$(MAKE) --no-print-directory BUILD=build/asan OPT="-O1 -g" \

@@ -114,8 +114,7 @@ $(BUILD)/examples/%: examples/%.c $(PUBLIC_HEADERS) $(BUILD)/libtally.a Makefile
 # (-Wno-tsan): tally uses them for store-load ordering on the simulated and
 # no-membarrier paths, never for happens-before.  The runner also runs the
 # examples, scripts/check-exports.sh and scripts/check-cli.sh (the tool),
-# and prints the closing "N passed,
-# N failed" line.
+# and prints the closing "N passed, N failed" line.
 test: deps
 	@sh scripts/ensure-deps.sh test
 	$(MAKE) --no-print-directory BUILD=build lib tests examples build/tally

@@ -23,6 +23,7 @@
 #include <tally/domain.h>
 #include <tally/percpu.h>
 #include <tally/stats.h>
+#include <tally/version.h>
 
 #include "../bench/args.h"
 #include "cli.h"
@@ -229,7 +230,7 @@ int tally_cmd_info(int argc, char **argv)
 
 	if (err)
 		return err > 0 ? CLI_EXIT_OK : CLI_EXIT_USAGE;
-	printf("tally %s\n", TALLY_VERSION);
+	printf("tally %s\n", tally_version());
 	printf("rseq:             %s\n", rseq_name(tally_rseq_mode()));
 	print_cpus();
 	if (a.cpus) {

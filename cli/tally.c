@@ -21,12 +21,11 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <tally/version.h>
+
 #include "../bench/bench.h"
 #include "cli.h"
 
-#ifndef TALLY_VERSION
-#error "TALLY_VERSION comes from the Makefile"
-#endif
 
 /**
  * struct command - one subcommand.
@@ -129,7 +128,7 @@ static int cmd_version(int argc, char **argv)
 				"usage: tally version\n", argv[1]);
 		return CLI_EXIT_USAGE;
 	}
-	printf("tally %s\n", TALLY_VERSION);
+	printf("tally %s\n", tally_version());
 	return CLI_EXIT_OK;
 }
 

@@ -50,7 +50,7 @@ if [ ! -x "$tally" ]; then
 	exit 1
 fi
 
-version=$(sed -n 's/^VERSION := //p' Makefile)
+version=$(header_version)
 for v in --version:long_option -V:short_option version:command; do
 	run "${v%%:*}"
 	expect "cli_version_${v#*:}_prints_the_makefile_version" 0 \

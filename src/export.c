@@ -199,12 +199,17 @@ static size_t utf8_valid(const unsigned char *s, size_t n)
 	return len;
 }
 
+#define REPLACEMENT "\xef\xbf\xbd"	/* U+FFFD */
+
 /*
  * @s escaped: backslash and newline always, the double quote when @quote
- * (label values, OpenMetrics HELP); invalid UTF-8 bytes become U+FFFD.
+ * (label values, OpenMetrics HELP).  Invalid UTF-8 bytes become U+FFFD
+ * and the byte's two hex digits, a U+FFFD of @s becomes U+FFFD and '~':
+ * the text decodes back to @s, so distinct names never give one label.
  */
 static void buf_escaped(struct buf *b, const char *s, size_t n, bool quote)
 {
+	static const char hex[] = "0123456789ABCDEF";
 	const unsigned char *u = (const unsigned char *)s;
 	size_t i = 0;
 
@@ -228,11 +233,19 @@ static void buf_escaped(struct buf *b, const char *s, size_t n, bool quote)
 		} else if (u[i] == '"') {
 			buf_mem(b, "\\\"", 2);
 			i++;
-		} else if ((len = utf8_valid(u + i, n - i)) > 0) {
+		} else if ((len = utf8_valid(u + i, n - i)) == 3 &&
+			   !memcmp(s + i, REPLACEMENT, 3)) {
+			buf_mem(b, REPLACEMENT "~", 4);
+			i += 3;
+		} else if (len > 0) {
 			buf_mem(b, s + i, len);
 			i += len;
 		} else {
-			buf_mem(b, "\xef\xbf\xbd", 3);
+			char esc[5] = REPLACEMENT;
+
+			esc[3] = hex[u[i] >> 4];
+			esc[4] = hex[u[i] & 15];
+			buf_mem(b, esc, 5);
 			i++;
 		}
 	}
@@ -672,9 +685,10 @@ static int snapshot_group(struct tally_stats_group *g, unsigned int depth,
 	if (depth) {
 		const struct row *up = &e->rows[e->depth_row[depth - 1]];
 
-		/* Escaping at most triples a byte: no move while copying. */
+		/* Escaping at most quintuples a byte: no move while
+		 * copying the parent's path. */
 		if (!buf_reserve(&e->paths, up->path_len + 1 +
-						    3 * g->name_len))
+						    5 * g->name_len))
 			return -ENOMEM;
 		buf_mem(&e->paths, e->paths.p + up->path_off, up->path_len);
 		buf_mem(&e->paths, "/", 1);

@@ -315,13 +315,15 @@ static const struct {
 	{ "caf\xc3\xa9", "caf\xc3\xa9" },
 	{ "\xe6\x97\xa5\xe6\x9c\xac", "\xe6\x97\xa5\xe6\x9c\xac" },
 	{ "emoji\xf0\x9f\x98\x80", "emoji\xf0\x9f\x98\x80" },
-	{ "bad\xff", "bad\xef\xbf\xbd" },
-	{ "trunc\xe6\x97", "trunc\xef\xbf\xbd\xef\xbf\xbd" },
-	{ "overlong\xc0\xaf", "overlong\xef\xbf\xbd\xef\xbf\xbd" },
+	{ "bad\xff", "bad\xef\xbf\xbd" "FF" },
+	{ "lit\xef\xbf\xbd" "FF", "lit\xef\xbf\xbd~FF" },
+	{ "trunc\xe6\x97", "trunc\xef\xbf\xbd" "E6\xef\xbf\xbd" "97" },
+	{ "overlong\xc0\xaf", "overlong\xef\xbf\xbd" "C0\xef\xbf\xbd" "AF" },
 	{ "surrogate\xed\xa0\x80",
-	  "surrogate\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd" },
+	  "surrogate\xef\xbf\xbd" "ED\xef\xbf\xbd" "A0\xef\xbf\xbd" "80" },
 	{ "beyond\xf4\x90\x80\x80",
-	  "beyond\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd" },
+	  "beyond\xef\xbf\xbd" "F4\xef\xbf\xbd" "90\xef\xbf\xbd" "80"
+	  "\xef\xbf\xbd" "80" },
 	{ "tab\tcr\rdel\x7f", "tab\tcr\rdel\x7f" },
 	{ "{group=\"x\"} 1", "{group=\"x\"} 1" },
 };
@@ -391,7 +393,7 @@ TEST(hostile_group_names_round_trip_through_both_parsers)
 		snprintf(want, sizeof(want), " %s 0\n", h);
 		CHECK(strstr(out, want));
 		/* The stat's name: sanitised in the metric, escaped in HELP. */
-		hex("Hierarchical qu\"ot\\e\xef\xbf\xbd-\xc3\xa9:", h2);
+		hex("Hierarchical qu\"ot\\e\xef\xbf\xbd" "FF-\xc3\xa9:", h2);
 		snprintf(want, sizeof(want), "HELP tally_hier_qu_ot_e____ %s",
 			 h2);
 		CHECK(strstr(out, want));
@@ -441,7 +443,7 @@ TEST(hostile_stat_names_are_sanitised_and_help_escaped)
 	if (CHECK(text)) {
 		/* 0.0.4 HELP escapes the backslash only, keeps the quote. */
 		CHECK(strstr(text, "# HELP tally_hier_qu_ot_e____ Hierarchical "
-				   "qu\"ot\\\\e\xef\xbf\xbd-\xc3\xa9: "));
+				   "qu\"ot\\\\e\xef\xbf\xbd" "FF-\xc3\xa9: "));
 		CHECK(strstr(text, "tally_local_9lives_total{group="
 				   "\"/new\\nline\"} 3\n"));
 		CHECK(strstr(text, "{group=\"/q\\\"uote\"}"));
@@ -504,10 +506,10 @@ TEST(groups_come_depth_first_by_name)
 		for (size_t i = 1; i < n; i++) {
 			char want[64], *w = want;
 
-			/* A lone '\xc3' is written U+FFFD. */
+			/* A lone '\xc3' is written U+FFFD "C3". */
 			for (const char *c = paths[i]; *c; c++)
 				if (*c == '\xc3')
-					w = stpcpy(w, "\xef\xbf\xbd");
+					w = stpcpy(w, "\xef\xbf\xbd" "C3");
 				else
 					*w++ = *c;
 			*w = '\0';
@@ -1167,6 +1169,34 @@ TEST(export_during_churn_stays_well_formed_and_ends_exact)
 				     "instance=\"host-1:9100\",pid=\"%d\"} "
 				     "%ld",
 			       (int)getpid(), up.events + cr.events));
+	free(text);
+	tally_exporter_destroy(e);
+	tally_stats_tree_destroy(t);
+}
+
+TEST(names_that_differ_only_in_invalid_bytes_get_distinct_labels)
+{
+	static const char *const names[] = {
+		"a\xff", "a\xfe", "a\xef\xbf\xbd" "FF", "a\xef\xbf\xbd",
+		"a\xef\xbf\xbd~", "a\xef\xbf\xbd~FF", "a\xc3", "a\xc3\xa9",
+	};
+	struct tally_stats_tree *t = new_tree(TALLY_DESIGN_TALLY);
+	struct tally_exporter *e = NULL;
+	char (*seen)[64] = malloc(32 * 64);
+	char *text;
+
+	REQUIRE(t && seen);
+	for (size_t i = 0; i < ARRAY_SIZE(names); i++)
+		add(add(tally_stats_root(t), names[i]), "child");
+	CHECK_EQ_LONG(tally_exporter_create(&e, NULL), 0);
+	CHECK_EQ_LONG(tally_exporter_add_stats(e, t, NULL), 0);
+	text = e ? export_text(e) : NULL;
+	if (CHECK(text)) {
+		CHECK(well_formed(text));
+		CHECK_EQ_LONG(group_labels(text, "tally_hier_anon", seen, 32),
+			      1 + 2 * ARRAY_SIZE(names));
+	}
+	free(seen);
 	free(text);
 	tally_exporter_destroy(e);
 	tally_stats_tree_destroy(t);

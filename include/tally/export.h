@@ -35,10 +35,14 @@
  *
  * Escaping.  Label values and HELP texts may hold any byte: a backslash
  * becomes "\\", a newline "\n", and in label values (and OpenMetrics HELP)
- * a double quote '\"'.  Valid UTF-8 passes through unchanged; a byte that
+ * a double quote '\"'; other control characters pass as they are (both
+ * formats allow them).  Valid UTF-8 passes through unchanged.  A byte that
  * does not start a valid UTF-8 sequence (RFC 3629: no overlong form, no
- * surrogate, nothing above U+10FFFF; a truncated sequence is invalid) is
- * replaced by U+FFFD and the next byte is examined on its own.
+ * surrogate, nothing above U+10FFFF; a truncated sequence is invalid)
+ * becomes U+FFFD followed by its two upper-case hex digits ("\xff" gives
+ * U+FFFD "FF"), and the next byte is examined on its own; a U+FFFD of the
+ * name itself becomes U+FFFD "~".  The text read back by a parser thus
+ * tells every name apart: distinct groups never share a label value.
  *
  * Metric names.  A stat's name is sanitised byte by byte: every byte other
  * than an ASCII letter, digit or '_' becomes '_' (a multi-byte character
@@ -89,8 +93,9 @@ enum tally_export_format {
 
 /**
  * struct tally_export_label - a constant label of every sample.
- * @name: [a-zA-Z_][a-zA-Z0-9_]*, not starting with "__", not "group",
- *	not "pid" when the pid label is on, not given twice.
+ * @name: [a-zA-Z_][a-zA-Z0-9_]*, at most %TALLY_EXPORT_PREFIX_MAX bytes,
+ *	not starting with "__", not "group", not "pid" when the pid label
+ *	is on, not given twice.
  * @value: any NUL-terminated bytes (escaped as the header says).
  */
 struct tally_export_label {
@@ -124,7 +129,8 @@ struct tally_export_options {
  *	leading "__", at most %TALLY_EXPORT_PREFIX_MAX bytes (default
  *	"tally").
  * @units: NULL, or one unit per stat of the schema: NULL or "" for none,
- *	otherwise [a-z0-9_]+ ("bytes", "seconds"), appended to the names.
+ *	otherwise [a-z0-9_]+ ("bytes", "seconds"), at most
+ *	%TALLY_EXPORT_PREFIX_MAX bytes, appended to the names.
  * @mode: %TALLY_FLUSH_IF_NEEDED (default) or %TALLY_FLUSH_FORCE: how each
  *	export flushes the tree before reading it.
  */
@@ -169,8 +175,9 @@ void tally_exporter_destroy(struct tally_exporter *e);
  * over its threshold, and the accuracy family says
  * tally_stats_read_bound(@t): the updates of a group's subtree that its
  * values may miss have |delta| adding up to at most that, over all stats.
- * Values of different groups come from the same flush or a later one (a
- * concurrent reader's): no value is older than the export.
+ * With %TALLY_FLUSH_FORCE the values of different groups come from the
+ * export's flush or a later one (a concurrent reader's): none is older
+ * than the export.
  *
  * Thread safety as the header says; not async-signal-safe.
  *

@@ -27,7 +27,6 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -38,6 +37,9 @@
 #include "json.h"
 #include "machine.h"
 #include "measure.h"
+
+/* The command, as messages name it. */
+#define CMD "tally bench export"
 
 #define FANOUT 32u
 #define MAX_GROUPS 1000000u
@@ -77,12 +79,31 @@ static void usage(FILE *f)
 		"  -h, --help    show this help\n");
 }
 
-static int bad_value(const char *opt, const char *arg)
+static int option(int opt, char *arg, void *ctx)
 {
-	char what[64];
+	struct run *r = ctx;
 
-	snprintf(what, sizeof(what), "bad value of %s", opt);
-	return bench_bad_usage("tally bench export", what, arg, usage);
+	switch (opt) {
+	case 'g':
+		if (bench_parse_list(arg, &r->nr_groups, 1, 1, MAX_GROUPS) != 1)
+			return bench_bad_value(CMD, "--groups", arg, usage);
+		break;
+	case 's':
+		if (bench_parse_list(arg, &r->nr_stats, 1, 1,
+				     TALLY_STATS_MAX) != 1)
+			return bench_bad_value(CMD, "--stats", arg, usage);
+		break;
+	case 'd':
+		r->dir = arg;
+		break;
+	case 'j':
+		r->json_path = arg;
+		break;
+	case 'q':
+		r->quick = true;
+		break;
+	}
+	return 0;
 }
 
 /* Return: 0, 1 after --help, or -1 for bad options (usage printed). */
@@ -97,48 +118,12 @@ static int parse_options(struct run *r, int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	int opt;
 
 	r->nr_groups = 1000;
 	r->nr_stats = 10;
 	r->dir = "/tmp";
-	optind = 0;
-	opterr = 0;
-	while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-		switch (opt) {
-		case 'g':
-			if (bench_parse_list(optarg, &r->nr_groups, 1, 1,
-					     MAX_GROUPS) != 1)
-				return bad_value("--groups", optarg);
-			break;
-		case 's':
-			if (bench_parse_list(optarg, &r->nr_stats, 1, 1,
-					     TALLY_STATS_MAX) != 1)
-				return bad_value("--stats", optarg);
-			break;
-		case 'd':
-			r->dir = optarg;
-			break;
-		case 'j':
-			r->json_path = optarg;
-			break;
-		case 'q':
-			r->quick = true;
-			break;
-		case 'h':
-			usage(stdout);
-			return 1;
-		default:
-			return bench_bad_usage("tally bench export",
-					       "bad option or missing value",
-					       argv[optind - 1], usage);
-		}
-	}
-	if (optind < argc)
-		return bench_bad_usage("tally bench export",
-				       "unexpected argument", argv[optind],
-				       usage);
-	return 0;
+	return bench_parse_options(argc, argv, CMD, "", longopts, usage,
+				   option, r);
 }
 
 /* The tree, every group's path and a first value in every stat. */
@@ -210,7 +195,8 @@ static double run_export(struct tally_exporter *e, struct run *r,
 
 		if (len < 0 || (size_t)len >= r->len) {
 			fprintf(stderr, "tally: export failed: %s\n",
-				len < 0 ? strerror((int)-len) : "text too long");
+				len < 0 ? strerror((int)-len)
+					: "text too long");
 			return -1;
 		}
 	}

@@ -11,7 +11,6 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <getopt.h>
 #include <linux/membarrier.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,7 +25,11 @@
 #include <tally/version.h>
 
 #include "../bench/args.h"
+#include "../bench/machine.h"
 #include "cli.h"
+
+/* The command, as messages name it. */
+#define CMD "tally info"
 
 #define COUNTER_BATCH 32ul	/* the kernel's RSS counters */
 #define STATS_BATCH 64ul	/* the stats tree's default */
@@ -55,12 +58,28 @@ static void usage(FILE *f)
 		"  -h, --help  show this help\n");
 }
 
-static int bad_value(const char *opt, const char *arg)
+static int option(int opt, char *arg, void *ctx)
 {
-	char what[64];
+	struct info_args *a = ctx;
+	unsigned long v;
+	char *end;
 
-	snprintf(what, sizeof(what), "bad value of %s", opt);
-	return bench_bad_usage("tally info", what, arg, usage);
+	switch (opt) {
+	case 'b':
+		errno = 0;
+		v = strtoul(arg, &end, 10);
+		if (errno || end == arg || *end || v < 2 || v > MAX_BATCH ||
+		    (v & (v - 1)))
+			return bench_bad_value(CMD, "--batch", arg, usage);
+		a->batch = v;
+		break;
+	case 'c':
+		if (bench_parse_list(arg, &a->cpus, 1, 1,
+				     TALLY_SIMULATED_MAX_CPUS) != 1)
+			return bench_bad_value(CMD, "--cpus", arg, usage);
+		break;
+	}
+	return 0;
 }
 
 /* Return: 0, 1 after --help, or -1 for a bad command line. */
@@ -72,53 +91,9 @@ static int parse(struct info_args *a, int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	unsigned long v;
-	char *end;
-	int opt;
 
-	optind = 0;
-	opterr = 0;
-	while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-		switch (opt) {
-		case 'b':
-			errno = 0;
-			v = strtoul(optarg, &end, 10);
-			if (errno || end == optarg || *end || v < 2 ||
-			    v > MAX_BATCH || (v & (v - 1)))
-				return bad_value("--batch", optarg);
-			a->batch = v;
-			break;
-		case 'c':
-			if (bench_parse_list(optarg, &a->cpus, 1, 1,
-					     TALLY_SIMULATED_MAX_CPUS) != 1)
-				return bad_value("--cpus", optarg);
-			break;
-		case 'h':
-			usage(stdout);
-			return 1;
-		default:
-			return bench_bad_usage("tally info",
-					       "bad option or missing value",
-					       argv[optind - 1], usage);
-		}
-	}
-	if (optind < argc)
-		return bench_bad_usage("tally info", "unexpected argument",
-				       argv[optind], usage);
-	return 0;
-}
-
-static const char *rseq_name(enum tally_rseq_mode m)
-{
-	switch (m) {
-	case TALLY_RSEQ_GLIBC:
-		return "glibc (rseq through glibc's registration)";
-	case TALLY_RSEQ_OWN:
-		return "own (rseq through tally's own registration)";
-	case TALLY_RSEQ_FALLBACK:
-		return "fallback (no rseq: atomic adds on sched_getcpu()'s slot)";
-	}
-	return "unknown";
+	return bench_parse_options(argc, argv, CMD, "", longopts, usage,
+				   option, a);
 }
 
 /* The first line of /sys/devices/system/cpu/@name, or "unknown". */
@@ -226,12 +201,17 @@ int tally_cmd_info(int argc, char **argv)
 {
 	struct info_args a = { 0 };
 	struct tally_domain *d = NULL;
+	struct bench_machine m;
 	int err = parse(&a, argc, argv);
 
 	if (err)
 		return err > 0 ? CLI_EXIT_OK : CLI_EXIT_USAGE;
 	printf("tally %s\n", tally_version());
-	printf("rseq:             %s\n", rseq_name(tally_rseq_mode()));
+	bench_machine_get(&m);
+	printf("rseq:             %s%s\n", m.rseq,
+	       tally_rseq_mode() == TALLY_RSEQ_FALLBACK
+		       ? " (no rseq: atomic adds on sched_getcpu()'s slot)"
+		       : "");
 	print_cpus();
 	if (a.cpus) {
 		err = tally_domain_create_simulated(&d, a.cpus,

@@ -10,7 +10,6 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <getopt.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -19,6 +18,9 @@
 
 #include "../bench/args.h"
 #include "cli.h"
+
+/* The command, as messages name it. */
+#define CMD "tally metrics"
 
 #define ROUNDS 1000
 
@@ -64,12 +66,33 @@ static void usage(FILE *f)
 		"  -h, --help         show this help\n");
 }
 
-static int bad_value(const char *opt, const char *arg)
+static int option(int opt, char *arg, void *ctx)
 {
-	char what[64];
+	struct metrics_args *a = ctx;
 
-	snprintf(what, sizeof(what), "bad value of %s", opt);
-	return bench_bad_usage("tally metrics", what, arg, usage);
+	switch (opt) {
+	case 'd':
+		a->demo = true;
+		break;
+	case 'f':
+		if (!strcmp(arg, "prometheus"))
+			a->format = TALLY_EXPORT_PROMETHEUS;
+		else if (!strcmp(arg, "openmetrics"))
+			a->format = TALLY_EXPORT_OPENMETRICS;
+		else
+			return bench_bad_value(CMD, "--format", arg, usage);
+		break;
+	case 'o':
+		a->output = arg;
+		break;
+	case 'i':
+		a->instance = arg;
+		break;
+	case 'p':
+		a->pid = true;
+		break;
+	}
+	return 0;
 }
 
 /* Return: 0, 1 after --help, or -1 for a bad command line. */
@@ -84,52 +107,17 @@ static int parse(struct metrics_args *a, int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	int opt;
+	int err = bench_parse_options(argc, argv, CMD, "o:", longopts, usage,
+				      option, a);
 
-	optind = 0;
-	opterr = 0;
-	while ((opt = getopt_long(argc, argv, "ho:", longopts, NULL)) != -1) {
-		switch (opt) {
-		case 'd':
-			a->demo = true;
-			break;
-		case 'f':
-			if (!strcmp(optarg, "prometheus"))
-				a->format = TALLY_EXPORT_PROMETHEUS;
-			else if (!strcmp(optarg, "openmetrics"))
-				a->format = TALLY_EXPORT_OPENMETRICS;
-			else
-				return bad_value("--format", optarg);
-			break;
-		case 'o':
-			a->output = optarg;
-			break;
-		case 'i':
-			a->instance = optarg;
-			break;
-		case 'p':
-			a->pid = true;
-			break;
-		case 'h':
-			usage(stdout);
-			return 1;
-		default:
-			return bench_bad_usage("tally metrics",
-					       "bad option or missing value",
-					       argv[optind - 1], usage);
-		}
-	}
-	if (optind < argc)
-		return bench_bad_usage("tally metrics", "unexpected argument",
-				       argv[optind], usage);
-	if (!a->demo) {
+	if (!err && !a->demo) {
 		fprintf(stderr, "tally: metrics: --demo is the only source "
 				"(a program exports its own trees with "
 				"tally/export.h)\n");
 		usage(stderr);
 		return -1;
 	}
-	return 0;
+	return err;
 }
 
 static void mod(struct demo *d, struct tally_stats_group *g,

@@ -119,7 +119,8 @@ static int cmd_bench(int argc, char **argv)
 
 static int cmd_version(int argc, char **argv)
 {
-	if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+	if (argc > 1 &&
+	    (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
 		printf("usage: tally version\n\nPrint the version of tally.\n");
 		return CLI_EXIT_OK;
 	}
@@ -134,7 +135,8 @@ static int cmd_version(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
-	if (argc > 1 && (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V")))
+	if (argc > 1 &&
+	    (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V")))
 		return cmd_version(argc - 1, argv + 1);
 	return dispatch("tally", commands, argc, argv);
 }

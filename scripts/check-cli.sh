@@ -93,7 +93,7 @@ run metrics --demo -o /nonexistent-dir/tally.prom
 expect_error cli_metrics_unwritable_file_fails_with_status_1 1
 
 run info
-expect cli_info_names_the_rseq_mode 0 '^rseq: +(glibc|own|fallback) '
+expect cli_info_names_the_rseq_mode 0 '^rseq: +(glibc|own|fallback)( |$)'
 expect cli_info_gives_the_membarrier_mode 0 \
 	'^membarrier: +kernel .*; statistics trees (fence|flush)'
 expect cli_info_gives_possible_and_online_cpus 0 \

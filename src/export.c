@@ -91,7 +91,7 @@ struct tally_exporter {
 	struct buf paths;	/* escaped group paths */
 	struct row *rows;
 	size_t nr_rows, cap_rows;
-	long *values;		/* per row: nr_stats local, nr_stats hier */
+	long *values;		/* per row: nr_stats local, then hier */
 	size_t cap_values;
 	size_t *depth_row;	/* last row met at each depth */
 	size_t cap_depth;

@@ -52,23 +52,14 @@ static struct tally_stats_tree *new_tree(enum tally_stats_design design)
 	return t;
 }
 
-static struct tally_stats_group *add(struct tally_stats_group *parent,
-				     const char *name)
-{
-	struct tally_stats_group *g = NULL;
-
-	CHECK_EQ_LONG(tally_stats_group_create(parent, name, &g), 0);
-	return g;
-}
-
 /* tenant-a/{web,db}, tenant-b, with some activity; returns the root. */
 static struct tally_stats_group *populate(struct tally_stats_tree *t)
 {
 	struct tally_stats_group *root = tally_stats_root(t);
-	struct tally_stats_group *b = add(root, "tenant-b");
-	struct tally_stats_group *a = add(root, "tenant-a");
-	struct tally_stats_group *web = add(a, "web");
-	struct tally_stats_group *db = add(a, "db");
+	struct tally_stats_group *b = util_child(root, "tenant-b");
+	struct tally_stats_group *a = util_child(root, "tenant-a");
+	struct tally_stats_group *web = util_child(a, "web");
+	struct tally_stats_group *db = util_child(a, "db");
 
 	CHECK_EQ_LONG(tally_stats_mod(web, 0, 4096), 0);
 	CHECK_EQ_LONG(tally_stats_mod(web, 2, 7), 0);
@@ -259,7 +250,8 @@ TEST(prometheus_output_passes_promtool_check_metrics)
 	text = e ? export_text(e) : NULL;
 	if (text && have_promtool()) {
 		CHECK(promtool_accepts(text));
-		CHECK(strstr(text, "# TYPE tally_hier_pgfault_total counter\n"));
+		CHECK(strstr(text,
+			     "# TYPE tally_hier_pgfault_total counter\n"));
 		CHECK(strstr(text, "# TYPE tally_local_anon_bytes gauge\n"));
 		CHECK(!strstr(text, "# EOF"));
 		CHECK(!strstr(text, "# UNIT"));
@@ -341,7 +333,7 @@ static struct tally_stats_tree *hostile_tree(void)
 		return NULL;
 	for (size_t i = 0; i < ARRAY_SIZE(hostile); i++) {
 		struct tally_stats_group *g =
-			add(tally_stats_root(t), hostile[i].name);
+			util_child(tally_stats_root(t), hostile[i].name);
 
 		if (g)
 			CHECK_EQ_LONG(tally_stats_mod(g, 1, (long)i + 1), 0);
@@ -349,7 +341,7 @@ static struct tally_stats_tree *hostile_tree(void)
 			nl = g;
 	}
 	if (nl)
-		add(nl, "child\\\"");
+		util_child(nl, "child\\\"");
 	return t;
 }
 
@@ -700,9 +692,9 @@ TEST(families_are_never_interleaved_and_series_never_repeat)
 		struct tally_stats_group *g;
 
 		snprintf(name, sizeof(name), "g%d", i);
-		g = add(tally_stats_root(t2), name);
+		g = util_child(tally_stats_root(t2), name);
 		if (g && i % 3 == 0)
-			add(g, "x");
+			util_child(g, "x");
 		if (g)
 			CHECK_EQ_LONG(tally_stats_mod(g, 2, i), 0);
 	}
@@ -1142,7 +1134,7 @@ TEST(export_during_churn_stays_well_formed_and_ends_exact)
 		char name[16];
 
 		snprintf(name, sizeof(name), "l%d", i);
-		up.leaves[i] = add(i < 4 ? tally_stats_root(t)
+		up.leaves[i] = util_child(i < 4 ? tally_stats_root(t)
 					 : up.leaves[i - 4],
 				   name);
 	}
@@ -1187,7 +1179,7 @@ TEST(names_that_differ_only_in_invalid_bytes_get_distinct_labels)
 
 	REQUIRE(t && seen);
 	for (size_t i = 0; i < ARRAY_SIZE(names); i++)
-		add(add(tally_stats_root(t), names[i]), "child");
+		util_child(util_child(tally_stats_root(t), names[i]), "child");
 	CHECK_EQ_LONG(tally_exporter_create(&e, NULL), 0);
 	CHECK_EQ_LONG(tally_exporter_add_stats(e, t, NULL), 0);
 	text = e ? export_text(e) : NULL;

@@ -388,9 +388,9 @@ static const char *const scope_word[] = {
 };
 
 /*
- * The family name of stat @stat of @t in @kind's scope (the accuracy
- * family when @stat is the schema size): PREFIX_SCOPE_SANITISED, an
- * event's trailing "_total" dropped, "_UNIT" appended.
+ * The family name of the stat called @stat in @kind's scope ("bound" for
+ * the accuracy family): PREFIX_SCOPE_SANITISED, an event's trailing
+ * "_total" dropped, "_UNIT" appended unless it ends the name already.
  */
 static void family_name(struct buf *b, const char *prefix,
 			enum family_kind kind, const char *stat, bool event,

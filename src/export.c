@@ -54,19 +54,30 @@ enum family_kind {
 	FAMILY_ACCURACY,	/* the source's bound, one sample */
 };
 
+/*
+ * A family: one sample per row of the snapshot (column @col of the row's
+ * values), or one sample of the source's bound.
+ */
 struct family {
-	enum family_kind kind;
-	unsigned int stat;
+	bool per_row;
+	unsigned int col;
 	bool counter;
 	char *sample;		/* sample name: NAME, or NAME_total */
 	size_t sample_len;
 	char *meta;		/* HELP, TYPE (and UNIT) lines */
 };
 
+/*
+ * A source: a statistics tree.  Its snapshot is rows (groups) of nr_cols
+ * values (the stats' local values, then the hierarchical ones); another
+ * kind of source (memory groups) brings its own snapshot function and
+ * families over the same rows and renderer.
+ */
 struct source {
 	struct tally_stats_tree *tree;
 	enum tally_flush_mode mode;
 	unsigned long bound;	/* the accuracy family's value */
+	unsigned int nr_cols;
 	struct family *families;
 	unsigned int nr_families;
 };
@@ -91,7 +102,7 @@ struct tally_exporter {
 	struct buf paths;	/* escaped group paths */
 	struct row *rows;
 	size_t nr_rows, cap_rows;
-	long *values;		/* per row: nr_stats local, then hier */
+	long *values;		/* per row: the source's nr_cols values */
 	size_t cap_values;
 	size_t *depth_row;	/* last row met at each depth */
 	size_t cap_depth;
@@ -485,8 +496,8 @@ static int build_family(struct family *f, enum tally_export_format format,
 	const char *stat_name = accuracy ? "bound" : t->names[stat];
 	struct buf name = { 0 }, meta = { 0 };
 
-	f->kind = kind;
-	f->stat = stat;
+	f->per_row = !accuracy;
+	f->col = accuracy ? 0 : (kind == FAMILY_HIER ? t->nr_stats : 0) + stat;
 	f->counter = !accuracy && t->is_event[stat];
 	family_name(&name, prefix, kind, stat_name, f->counter, unit);
 	family_meta(&meta, format, name.p, name.len, f->counter, unit,
@@ -636,6 +647,7 @@ int tally_exporter_add_stats(struct tally_exporter *e,
 		.bound = o->mode == TALLY_FLUSH_FORCE
 				 ? 0
 				 : tally_stats_read_bound(t),
+		.nr_cols = 2 * t->nr_stats,
 		.families = fams,
 		.nr_families = nr,
 	};
@@ -725,15 +737,14 @@ static int snapshot(struct tally_exporter *e, const struct source *s)
 static void render_family(struct tally_exporter *e, const struct source *s,
 			  const struct family *f)
 {
-	size_t nv = 2 * (size_t)s->tree->nr_stats;
-	size_t col = (f->kind == FAMILY_HIER ? nv / 2 : 0) + f->stat;
+	size_t nv = s->nr_cols, col = f->col;
 	size_t fixed = f->sample_len + sizeof("{group=\"/\"} \n") +
 		       e->labels.len + 21;
 	struct buf *o = &e->out;
 	char *p;
 
 	buf_str(o, f->meta);
-	if (f->kind == FAMILY_ACCURACY) {
+	if (!f->per_row) {
 		if (!buf_reserve(o, fixed))
 			return;
 		p = o->p + o->len;

@@ -656,21 +656,22 @@ int tally_exporter_add_stats(struct tally_exporter *e,
 
 /* --- snapshot ----------------------------------------------------------- */
 
-static bool grow(void **p, size_t *cap, size_t need, size_t size)
+/*
+ * @p (of *@cap elements of @size bytes) with room for @need: @p itself,
+ * a larger copy (*@cap updated), or NULL, @p still valid.
+ */
+static void *grow(void *p, size_t *cap, size_t need, size_t size)
 {
 	size_t n = *cap ? *cap : 64;
-	void *q;
 
 	if (need <= *cap)
-		return true;
+		return p;
 	while (n < need)
 		n *= 2;
-	q = realloc(*p, n * size);
-	if (!q)
-		return false;
-	*p = q;
-	*cap = n;
-	return true;
+	p = realloc(p, n * size);
+	if (p)
+		*cap = n;
+	return p;
 }
 
 /*
@@ -683,15 +684,22 @@ static int snapshot_group(struct tally_stats_group *g, unsigned int depth,
 {
 	struct tally_exporter *e = arg;
 	size_t nv = 2 * (size_t)g->nr_stats, r = e->nr_rows;
-	struct row *row;
+	struct row *row = grow(e->rows, &e->cap_rows, r + 1, sizeof(*row));
 	long *v;
+	size_t *d;
 
-	if (!grow((void **)&e->rows, &e->cap_rows, r + 1, sizeof(*e->rows)) ||
-	    !grow((void **)&e->values, &e->cap_values, (r + 1) * nv,
-		  sizeof(*e->values)) ||
-	    !grow((void **)&e->depth_row, &e->cap_depth, (size_t)depth + 1,
-		  sizeof(*e->depth_row)))
+	if (row)
+		e->rows = row;
+	v = row ? grow(e->values, &e->cap_values, (r + 1) * nv, sizeof(*v))
+		: NULL;
+	if (v)
+		e->values = v;
+	d = v ? grow(e->depth_row, &e->cap_depth, (size_t)depth + 1,
+		     sizeof(*d))
+	      : NULL;
+	if (!d)
 		return -ENOMEM;
+	e->depth_row = d;
 	row = &e->rows[r];
 	row->path_off = e->paths.len;
 	if (depth) {

@@ -1198,3 +1198,28 @@ TEST(names_that_differ_only_in_invalid_bytes_get_distinct_labels)
 	tally_exporter_destroy(e);
 	tally_stats_tree_destroy(t);
 }
+
+TEST(a_tree_on_a_simulated_domain_exports_its_sum_over_cpus)
+{
+	struct tally_stats_options o = { .domain = util_domain(64) };
+	struct tally_export_stats_options so = { .mode = TALLY_FLUSH_FORCE };
+	struct tally_stats_tree *t = NULL;
+	struct tally_stats_group *g;
+	struct tally_exporter *e = NULL;
+	char *text;
+
+	REQUIRE(tally_stats_tree_create(&t, schema, NS, &o) == 0);
+	g = util_child(tally_stats_root(t), "g");
+	for (unsigned int cpu = 0; g && cpu < 64; cpu++)
+		CHECK_EQ_LONG(tally_stats_mod_cpu(g, cpu, 2, cpu + 1), 0);
+	CHECK_EQ_LONG(tally_exporter_create(&e, NULL), 0);
+	CHECK_EQ_LONG(tally_exporter_add_stats(e, t, &so), 0);
+	text = e ? export_text(e) : NULL;
+	if (CHECK(text))
+		CHECK(has_line(text, "tally_hier_pgfault_total{group=\"/\"} "
+				     "2080"));
+	free(text);
+	tally_exporter_destroy(e);
+	tally_stats_tree_destroy(t);
+	tally_domain_destroy(o.domain);
+}

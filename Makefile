@@ -5,13 +5,17 @@
 # the reference benchmarks.
 
 PREFIX ?= /usr/local
+LIBDIR ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+BINDIR ?= $(PREFIX)/bin
 BUILD ?= build
 CC ?= cc
 ifeq ($(origin CC),default)
 CC := gcc
 endif
 
-VERSION := 0.1.0
+# One source of the version: include/tally/version.h.
+VERSION := $(shell sh -c '. scripts/testlib.sh && header_version')
 # The shared library: real file, soname (ABI 0) and link-time name.
 SO_FILE := libtally.so.$(VERSION)
 SONAME := libtally.so.0
@@ -24,7 +28,7 @@ endif
 OPT ?= -O2 -g
 SAN ?=
 CFLAGS_ALL := -std=gnu11 -fPIC -pthread $(OPT) $(SAN) $(WARN) -Iinclude -Isrc \
-	-DTALLY_VERSION='"$(VERSION)"' $(CFLAGS)
+	$(CFLAGS)
 LDFLAGS_ALL := -pthread $(SAN) $(LDFLAGS)
 LIBS := -lm
 
@@ -45,7 +49,7 @@ TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 EXAMPLE_BIN := $(EXAMPLE_SRC:examples/%.c=$(BUILD)/examples/%)
 SO_LINKS := $(BUILD)/$(SONAME) $(BUILD)/libtally.so
 
-.PHONY: all lib tests examples test demo install clean deps
+.PHONY: all lib tests examples test check demo install uninstall clean deps
 # Keep the test objects make sees as intermediate: no relink every run.
 .SECONDARY:
 .DEFAULT_GOAL := all
@@ -113,8 +117,8 @@ $(BUILD)/examples/%: examples/%.c $(PUBLIC_HEADERS) $(BUILD)/libtally.a Makefile
 # of touching freed memory.  TSan does not model stand-alone fences
 # (-Wno-tsan): tally uses them for store-load ordering on the simulated and
 # no-membarrier paths, never for happens-before.  The runner also runs the
-# examples and scripts/check-exports.sh, and prints the closing "N passed,
-# N failed" line.
+# examples, scripts/check-exports.sh and scripts/check-cli.sh (the tool),
+# and prints the closing "N passed, N failed" line.
 test: deps
 	@sh scripts/ensure-deps.sh test
 	$(MAKE) --no-print-directory BUILD=build lib tests examples build/tally
@@ -126,6 +130,8 @@ test: deps
 		SAN="-fsanitize=thread -Wno-tsan" tests
 	@sh scripts/run-tests.sh
 
+check: test
+
 # make demo: every benchmark's tables, its JSON in $(DEMO), and the plots
 # of that JSON with their index in $(DEMO)/plots (gnuplot is installed
 # like the other dependencies).
@@ -136,6 +142,7 @@ demo: all
 	$(BUILD)/tally bench counter --json $(DEMO)/counter.json
 	$(BUILD)/tally bench stats --json $(DEMO)/stats.json
 	$(BUILD)/tally bench oom --json $(DEMO)/oom.json
+	$(BUILD)/tally bench export --json $(DEMO)/export.json
 	rm -rf $(DEMO)/plots
 	for b in counter stats oom; do \
 		$(BUILD)/tally plot $(DEMO)/$$b.json -o $(DEMO)/plots || exit 1; \
@@ -144,18 +151,34 @@ demo: all
 
 # Headers keep their directories (include/tally/arch/...).  No ldconfig:
 # DESTDIR installs are staged; the symlinks are made here instead.
-install: lib
-	install -d $(DESTDIR)$(PREFIX)/lib/pkgconfig
+# LIBDIR (e.g. $(PREFIX)/lib64 or /usr/lib/x86_64-linux-gnu), INCLUDEDIR
+# and BINDIR may be set apart from PREFIX; tally.pc names them.
+install: lib $(BUILD)/tally
+	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(BINDIR)
 	for h in $(PUBLIC_HEADERS:include/%=%); do \
-		install -d $(DESTDIR)$(PREFIX)/include/$${h%/*} && \
-		install -m 644 include/$$h $(DESTDIR)$(PREFIX)/include/$$h || exit 1; \
+		install -d $(DESTDIR)$(INCLUDEDIR)/$${h%/*} && \
+		install -m 644 include/$$h $(DESTDIR)$(INCLUDEDIR)/$$h || exit 1; \
 	done
-	install -m 644 $(BUILD)/libtally.a $(DESTDIR)$(PREFIX)/lib/
-	install -m 755 $(BUILD)/$(SO_FILE) $(DESTDIR)$(PREFIX)/lib/
-	ln -sf $(SO_FILE) $(DESTDIR)$(PREFIX)/lib/$(SONAME)
-	ln -sf $(SONAME) $(DESTDIR)$(PREFIX)/lib/libtally.so
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' tally.pc.in \
-		> $(DESTDIR)$(PREFIX)/lib/pkgconfig/tally.pc
+	install -m 644 $(BUILD)/libtally.a $(DESTDIR)$(LIBDIR)/
+	install -m 755 $(BUILD)/$(SO_FILE) $(DESTDIR)$(LIBDIR)/
+	ln -sf $(SO_FILE) $(DESTDIR)$(LIBDIR)/$(SONAME)
+	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libtally.so
+	install -m 755 $(BUILD)/tally $(DESTDIR)$(BINDIR)/
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' \
+		-e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' -e 's|@VERSION@|$(VERSION)|' \
+		tally.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/tally.pc
+
+# What install put there, with the same variables; directories that are
+# left empty are removed (never one that still holds something else).
+uninstall:
+	for h in $(PUBLIC_HEADERS:include/%=%); do \
+		rm -f $(DESTDIR)$(INCLUDEDIR)/$$h || exit 1; \
+	done
+	rm -f $(DESTDIR)$(LIBDIR)/libtally.a $(DESTDIR)$(LIBDIR)/$(SO_FILE) \
+		$(DESTDIR)$(LIBDIR)/$(SONAME) $(DESTDIR)$(LIBDIR)/libtally.so \
+		$(DESTDIR)$(LIBDIR)/pkgconfig/tally.pc $(DESTDIR)$(BINDIR)/tally
+	-rmdir -p $(sort $(dir $(PUBLIC_HEADERS:include/%=$(DESTDIR)$(INCLUDEDIR)/%))) \
+		$(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(BINDIR) 2>/dev/null
 
 clean:
 	rm -rf build

@@ -58,7 +58,49 @@ int bench_parse_names(const char *s, const char *const *names,
 int bench_bad_usage(const char *cmd, const char *what, const char *arg,
 		    void (*usage)(FILE *f))
 {
-	fprintf(stderr, "%s: %s: '%s'\n", cmd, what, arg);
+	/* Every message of the tool starts "tally: " ("tally: bench stats: "). */
+	if (!strncmp(cmd, "tally ", 6))
+		cmd += 6;
+	fprintf(stderr, "tally: %s: %s: '%s'\n", cmd, what, arg);
 	usage(stderr);
 	return -1;
+}
+
+int bench_bad_value(const char *cmd, const char *opt, const char *arg,
+		    void (*usage)(FILE *f))
+{
+	char what[64];
+
+	snprintf(what, sizeof(what), "bad value of %s", opt);
+	return bench_bad_usage(cmd, what, arg, usage);
+}
+
+int bench_parse_options(int argc, char **argv, const char *cmd,
+			const char *shortopts, const struct option *longopts,
+			void (*usage)(FILE *f),
+			int (*option)(int opt, char *arg, void *ctx),
+			void *ctx)
+{
+	char shorts[32];
+	int opt;
+
+	snprintf(shorts, sizeof(shorts), "h%s", shortopts);
+	optind = 0;	/* full reset: the caller may have parsed already */
+	opterr = 0;	/* our own message, naming the whole command */
+	while ((opt = getopt_long(argc, argv, shorts, longopts, NULL)) != -1) {
+		if (opt == 'h') {
+			usage(stdout);
+			return 1;
+		}
+		if (opt == '?' || opt == ':')
+			return bench_bad_usage(cmd,
+					       "bad option or missing value",
+					       argv[optind - 1], usage);
+		if (option(opt, optarg, ctx))
+			return -1;
+	}
+	if (optind < argc)
+		return bench_bad_usage(cmd, "unexpected argument",
+				       argv[optind], usage);
+	return 0;
 }

@@ -43,4 +43,15 @@ int tally_bench_stats(int argc, char **argv);
  */
 int tally_bench_oom(int argc, char **argv);
 
+/**
+ * tally_bench_export() - `tally bench export`: what exporting a statistics
+ *	tree in the Prometheus and OpenMetrics formats costs.
+ * @argc: argument count, including argv[0].
+ * @argv: the arguments.
+ *
+ * Return: the exit status: 0, 1 when the benchmark failed (no memory, an
+ * export or the textfile failed), 2 for bad options.
+ */
+int tally_bench_export(int argc, char **argv);
+
 #endif /* TALLY_BENCH_H */

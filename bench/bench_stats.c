@@ -256,7 +256,7 @@ static int parse_only(struct run *r, const char *list)
 
 static int bad_value(const char *opt, const char *arg)
 {
-	fprintf(stderr, "tally bench stats: bad value '%s' for %s\n", arg, opt);
+	fprintf(stderr, "tally: bench stats: bad value '%s' for %s\n", arg, opt);
 	usage(stderr);
 	return -1;
 }

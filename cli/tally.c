@@ -5,23 +5,31 @@
  *   tally bench counter [options]	the counter benchmark
  *   tally bench stats [options]	the statistics tree benchmark
  *   tally bench oom [options]		the victim selection benchmark
+ *   tally bench export [options]	the export benchmark
  *   tally plot RESULT.json [-o DIR]	plots of a benchmark's JSON
- *   tally version			print the version
- *   tally --help			list the commands
+ *   tally info [options]		how tally runs on this machine
+ *   tally metrics --demo [options]	a demonstration tree's export
+ *   tally version, --version, -V	print the version
+ *   tally --help, help [COMMAND]	list the commands, or describe one
+ *
+ * Every message on standard error starts with "tally: "; exit statuses
+ * are those of cli.h (0 done, 1 failed, 2 bad command line; tally plot
+ * adds 3, gnuplot missing).
  *
  * Commands and benchmarks are rows of tables of {name, function, help},
  * walked by one dispatcher: a new benchmark is one row in bench_commands[]
  * and its entry point in bench/bench.h.
  */
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
+#include <tally/version.h>
+
 #include "../bench/bench.h"
+#include "cli.h"
 #include "plot.h"
 
-#ifndef TALLY_VERSION
-#error "TALLY_VERSION comes from the Makefile"
-#endif
 
 /**
  * struct command - one subcommand.
@@ -41,7 +49,11 @@ static int cmd_version(int argc, char **argv);
 static const struct command commands[] = {
 	{ "bench", cmd_bench, "run a benchmark (tally bench --help)" },
 	{ "plot", tally_plot, "draw a benchmark's JSON with gnuplot" },
-	{ "version", cmd_version, "print the version" },
+	{ "info", tally_cmd_info,
+	  "rseq, CPUs, counter tree shape, membarrier, accuracy bounds" },
+	{ "metrics", tally_cmd_metrics,
+	  "print a demonstration tree's Prometheus/OpenMetrics export" },
+	{ "version", cmd_version, "print the version (also --version, -V)" },
 	{ NULL, NULL, NULL },
 };
 
@@ -52,6 +64,8 @@ static const struct command bench_commands[] = {
 	  "statistics tree: the four flushing designs side by side" },
 	{ "oom", tally_bench_oom,
 	  "victim selection: precise scan vs 2-pass over N tasks" },
+	{ "export", tally_bench_export,
+	  "Prometheus/OpenMetrics export of a 1,000 x 10 tree" },
 	{ NULL, NULL, NULL },
 };
 
@@ -60,8 +74,17 @@ static void usage(FILE *f, const char *prefix, const struct command *table)
 	fprintf(f, "usage: %s COMMAND [options]\n\ncommands:\n", prefix);
 	for (const struct command *c = table; c->name; c++)
 		fprintf(f, "  %-10s %s\n", c->name, c->help);
-	fprintf(f, "\n'%s COMMAND --help' describes a command's options.\n",
-		prefix);
+	fprintf(f, "\n'%s COMMAND --help' or '%s help COMMAND' describes a "
+		"command.\n", prefix, prefix);
+	fprintf(f, "Exit status: %d done, %d failed (the message on standard "
+		"error says why),\n%d bad command line.\n", CLI_EXIT_OK,
+		CLI_EXIT_FAILED, CLI_EXIT_USAGE);
+}
+
+/* @prefix without its leading "tally ", for messages that start "tally: ". */
+static const char *context(const char *prefix)
+{
+	return strncmp(prefix, "tally ", 6) ? "" : prefix + 6;
 }
 
 /*
@@ -71,21 +94,29 @@ static void usage(FILE *f, const char *prefix, const struct command *table)
 static int dispatch(const char *prefix, const struct command *table,
 		    int argc, char **argv)
 {
+	char help[] = "--help";
+	bool asks_help = argc > 2 && !strcmp(argv[1], "help");
+
 	if (argc < 2) {
 		usage(stderr, prefix, table);
-		return 2;
+		return CLI_EXIT_USAGE;
 	}
 	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") ||
-	    !strcmp(argv[1], "help")) {
+	    (!strcmp(argv[1], "help") && argc == 2)) {
 		usage(stdout, prefix, table);
-		return 0;
+		return CLI_EXIT_OK;
 	}
-	for (const struct command *c = table; c->name; c++)
-		if (!strcmp(argv[1], c->name))
+	for (const struct command *c = table; c->name; c++) {
+		/* "help COMMAND" is "COMMAND --help". */
+		if (asks_help && !strcmp(argv[2], c->name))
+			return c->run(2, (char *[]){ argv[2], help, NULL });
+		if (!asks_help && !strcmp(argv[1], c->name))
 			return c->run(argc - 1, argv + 1);
-	fprintf(stderr, "%s: unknown command '%s'\n", prefix, argv[1]);
+	}
+	fprintf(stderr, "tally: %s%sunknown command '%s'\n", context(prefix),
+		*context(prefix) ? ": " : "", argv[asks_help ? 2 : 1]);
 	usage(stderr, prefix, table);
-	return 2;
+	return CLI_EXIT_USAGE;
 }
 
 static int cmd_bench(int argc, char **argv)
@@ -95,15 +126,24 @@ static int cmd_bench(int argc, char **argv)
 
 static int cmd_version(int argc, char **argv)
 {
-	if (argc > 1) {
-		fprintf(stderr, "usage: tally version\n");
-		return 2;
+	if (argc > 1 &&
+	    (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+		printf("usage: tally version\n\nPrint the version of tally.\n");
+		return CLI_EXIT_OK;
 	}
-	printf("tally %s\n", TALLY_VERSION);
-	return 0;
+	if (argc > 1) {
+		fprintf(stderr, "tally: version: unexpected argument '%s'\n"
+				"usage: tally version\n", argv[1]);
+		return CLI_EXIT_USAGE;
+	}
+	printf("tally %s\n", tally_version());
+	return CLI_EXIT_OK;
 }
 
 int main(int argc, char **argv)
 {
+	if (argc > 1 &&
+	    (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V")))
+		return cmd_version(argc - 1, argv + 1);
 	return dispatch("tally", commands, argc, argv);
 }

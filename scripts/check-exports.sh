@@ -6,7 +6,8 @@
 #     are the extern tally_ variables the compiler sees in the headers'
 #     debug information (a second opinion on gen-exports.sh's parsing);
 #   - `make install` into a staging DESTDIR lays out the library, its
-#     symlinks, the headers and tally.pc;
+#     symlinks, the headers, tally.pc and the tool; LIBDIR moves the
+#     library and tally.pc follows; `make uninstall` removes every file;
 #   - every example compiles (-std=c11 -Wall -Wextra -Werror) from the
 #     installed headers with `pkg-config --cflags --libs tally`, links
 #     against the installed libtally.so.0 (no copy of tally inside), and
@@ -19,7 +20,7 @@ cd "$(dirname "$0")/.." || exit 1
 
 build=${1:-build}
 cc=${CC:-gcc}
-version=$(sed -n 's/^VERSION := //p' Makefile)
+version=$(header_version)
 so=$build/libtally.so.$version
 prefix=/opt/tally
 tmp=$(mktemp -d)
@@ -130,6 +131,35 @@ if env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s --no-print-directory \
 else
 	find "$dest" >> "$why" 2>&1
 	fail install_stages_library_symlinks_headers_and_pkgconfig "$why"
+fi
+
+if [ "$("$root/bin/tally" --version 2>&1)" = "tally $version" ]; then
+	pass install_puts_the_tool_in_bindir
+else
+	ls -l "$root/bin" > "$why" 2>&1
+	fail install_puts_the_tool_in_bindir "$why"
+fi
+
+# LIBDIR apart from PREFIX, then uninstall with the same variables.
+dest2=$tmp/dest2
+mk() {
+	env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s --no-print-directory \
+		"$1" BUILD="$build" DESTDIR="$dest2" PREFIX="$prefix" \
+		LIBDIR="$prefix/lib64" > "$why" 2>&1
+}
+if mk install && links "$dest2$prefix/lib64" && [ ! -e "$dest2$prefix/lib" ] &&
+   grep -qx "libdir=$prefix/lib64" "$dest2$prefix/lib64/pkgconfig/tally.pc"
+then
+	pass install_honours_libdir
+else
+	find "$dest2" >> "$why" 2>&1
+	fail install_honours_libdir "$why"
+fi
+if mk uninstall && [ -z "$(find "$dest2" ! -type d 2>/dev/null)" ]; then
+	pass uninstall_removes_every_installed_file
+else
+	find "$dest2" ! -type d >> "$why" 2>&1
+	fail uninstall_removes_every_installed_file "$why"
 fi
 
 # pkg-config as a user runs it, pointed at the staged tree only.

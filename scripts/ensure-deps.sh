@@ -29,6 +29,13 @@ fi
 if [ "$1" = demo ] || [ "$1" = test ]; then
 	command -v gnuplot >/dev/null 2>&1 || need="$need gnuplot-nox"
 fi
+# The oracles of the export tests: promtool for the Prometheus format,
+# Debian's python3 with its prometheus_client for OpenMetrics.
+if [ "$1" = test ]; then
+	command -v promtool >/dev/null 2>&1 || need="$need prometheus"
+	/usr/bin/python3 -c 'import prometheus_client.openmetrics.parser' \
+		>/dev/null 2>&1 || need="$need python3 python3-prometheus-client"
+fi
 [ -z "$need" ] && exit 0
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
 	echo "tally: installing missing packages:$need"

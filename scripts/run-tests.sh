@@ -17,7 +17,9 @@
 #                             declare, installs, and runs the examples
 #                             through pkg-config;
 #   scripts/check-plot.sh     `tally plot` on fixtures, hostile JSON, and
-#                             without gnuplot.
+#                             without gnuplot;
+#   scripts/check-cli.sh      the command-line tool: help, errors, exit
+#                             statuses, info's bounds, the metrics demo.
 # Sanitizer runs get TALLY_TEST_SCALE=0.5 (fewer iterations, shorter
 # stress runs).  Each binary has TALLY_TEST_TIMEOUT seconds (600).
 #
@@ -110,6 +112,7 @@ run_set tsan 'build/tsan/tests/test_*' TALLY_TEST_SCALE=0.5 "$tsan"
 run_set examples scripts/check-examples.sh
 run_set exports scripts/check-exports.sh
 run_set plot scripts/check-plot.sh
+run_set cli scripts/check-cli.sh
 
 echo "$total_passed passed, $total_failed failed"
 [ "$total_failed" -eq 0 ]

@@ -5,6 +5,12 @@
 passed=0
 failed=0
 
+# The version of include/tally/version.h ("0.1.0"), as the Makefile reads it.
+header_version() {
+	awk '/^#define TALLY_VERSION_(MAJOR|MINOR|PATCH) / {
+		v = v s $3; s = "." } END { print v }' include/tally/version.h
+}
+
 pass() {
 	echo "PASS $1"
 	passed=$((passed + 1))

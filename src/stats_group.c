@@ -20,7 +20,8 @@
  * before and after.
  *
  * Costs: create O(depth) plus the per-CPU allocation; destroy one flush of
- * the group; find O(path length); path O(depth).
+ * the group; find O(path length); path O(depth); the sorted walk
+ * O(n log fanout) for n groups, under the lock for reading.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -403,6 +404,57 @@ int tally_stats_group_for_each_child(struct tally_stats_group *g,
 	     c = c->next_sibling)
 		ret = fn(c, c->name, arg);
 	pthread_rwlock_unlock(&g->tree->topo_lock);
+	return ret;
+}
+
+/* Descending by name: the stack pops siblings in ascending order. */
+static int name_desc(const void *a, const void *b)
+{
+	const struct stats_walk_entry *x = a, *y = b;
+	size_t n = x->g->name_len < y->g->name_len ? x->g->name_len
+						    : y->g->name_len;
+	int c = memcmp(y->g->name, x->g->name, n);
+
+	if (c)
+		return c;
+	return (y->g->name_len > x->g->name_len) -
+	       (y->g->name_len < x->g->name_len);
+}
+
+/*
+ * One read-locked pass: every group is pushed once, so the stack never
+ * holds more than the groups alive (nr_hashed + the root), which no
+ * create can change while the lock is held.
+ */
+int stats_walk_sorted(struct tally_stats_tree *t,
+		      int (*fn)(struct tally_stats_group *g,
+				unsigned int depth, void *arg),
+		      void *arg)
+{
+	struct stats_walk_entry *stack;
+	size_t top = 0;
+	int ret = 0;
+
+	pthread_rwlock_rdlock(&t->topo_lock);
+	stack = malloc((t->nr_hashed + 1) * sizeof(*stack));
+	if (!stack) {
+		pthread_rwlock_unlock(&t->topo_lock);
+		return -ENOMEM;
+	}
+	stack[top++] = (struct stats_walk_entry){ t->root, 0 };
+	while (top && !ret) {
+		struct stats_walk_entry e = stack[--top];
+		size_t base = top;
+
+		ret = fn(e.g, e.depth, arg);
+		for (struct tally_stats_group *c = e.g->first_child; c;
+		     c = c->next_sibling)
+			stack[top++] = (struct stats_walk_entry){ c,
+								  e.depth + 1 };
+		qsort(stack + base, top - base, sizeof(*stack), name_desc);
+	}
+	pthread_rwlock_unlock(&t->topo_lock);
+	free(stack);
 	return ret;
 }
 

@@ -294,6 +294,25 @@ void stats_group_fork_prepare(struct tally_stats_tree *t);
 void stats_group_fork_parent(struct tally_stats_tree *t);
 void stats_group_fork_child(struct tally_stats_tree *t);
 
+/* A group met by stats_walk_sorted(), with its depth (the root's is 0). */
+struct stats_walk_entry {
+	struct tally_stats_group *g;
+	unsigned int depth;
+};
+
+/*
+ * Visit every group of @t depth-first, a parent before its children,
+ * siblings in byte order of their names (a name before its extensions),
+ * with topo_lock held for reading: no group is created or destroyed
+ * meanwhile.  @fn must not take topo_lock (no create, destroy, find or
+ * child walk); its non-zero return stops the walk and is returned.
+ * Returns 0, @fn's value, or -ENOMEM (the walk's stack).
+ */
+int stats_walk_sorted(struct tally_stats_tree *t,
+		      int (*fn)(struct tally_stats_group *g,
+				unsigned int depth, void *arg),
+		      void *arg);
+
 /* --- stats_periodic.c --------------------------------------------------- */
 
 void stats_periodic_init(struct tally_stats_tree *t);

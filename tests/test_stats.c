@@ -133,10 +133,7 @@ static long read_local(struct tally_stats_group *g, unsigned int stat,
 static struct tally_stats_group *child(struct tally_stats_group *parent,
 				       const char *name)
 {
-	struct tally_stats_group *g = NULL;
-
-	CHECK_EQ_LONG(tally_stats_group_create(parent, name, &g), 0);
-	return g;
+	return util_child(parent, name);
 }
 
 /* Create @parent/a and @parent/a/b; true when both exist. */

@@ -230,3 +230,12 @@ int util_count_child(struct tally_stats_group *child, const char *name,
 	++*(long *)arg;
 	return 0;
 }
+
+struct tally_stats_group *util_child(struct tally_stats_group *parent,
+				     const char *name)
+{
+	struct tally_stats_group *g = NULL;
+
+	CHECK_EQ_LONG(tally_stats_group_create(parent, name, &g), 0);
+	return g;
+}

@@ -80,4 +80,8 @@ struct tally_stats_info util_stats_info(const struct tally_stats_tree *t);
 int util_count_child(struct tally_stats_group *child, const char *name,
 		     void *arg);
 
+/* A child @name of @parent, checked to be created (NULL otherwise). */
+struct tally_stats_group *util_child(struct tally_stats_group *parent,
+				     const char *name);
+
 #endif /* TALLY_TESTS_UTIL_H */

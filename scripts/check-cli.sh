@@ -1,0 +1,157 @@
+#!/bin/sh
+# The command-line tool build/tally (or $1): versions, help of every
+# command, error prefixes and exit statuses (0 done, 1 failed, 2 bad
+# command line), `tally info` against the bounds of include/tally/counter.h,
+# and `tally metrics --demo` through promtool and the OpenMetrics parser
+# (installed by scripts/ensure-deps.sh test; a missing one fails).
+# Prints like a test binary: PASS/FAIL lines, last "N passed, N failed".
+set -u
+cd "$(dirname "$0")/.." || exit 1
+. scripts/testlib.sh
+tally=${1:-build/tally}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# run ARGS...: run the tool; status in $rc, output in $tmp/out, $tmp/err.
+run() {
+	"$tally" "$@" > "$tmp/out" 2> "$tmp/err"
+	rc=$?
+}
+
+# expect NAME STATUS [grep -E pattern of stdout]: judge the last run.
+expect() {
+	if [ "$rc" -ne "$2" ]; then
+		{ echo "exit status $rc, expected $2"; cat "$tmp/out" "$tmp/err"; } \
+			> "$tmp/why"
+		fail "$1" "$tmp/why"
+	elif [ -n "${3:-}" ] && ! grep -Eq -- "$3" "$tmp/out"; then
+		{ echo "no line matches: $3"; cat "$tmp/out"; } > "$tmp/why"
+		fail "$1" "$tmp/why"
+	else
+		pass "$1"
+	fi
+}
+
+# expect_error NAME STATUS: failed with STATUS, stderr starting "tally: ".
+expect_error() {
+	if [ "$rc" -eq "$2" ] && head -n 1 "$tmp/err" | grep -q '^tally: '; then
+		pass "$1"
+	else
+		{ echo "exit status $rc, expected $2 and 'tally: ...'"
+		  cat "$tmp/err"; } > "$tmp/why"
+		fail "$1" "$tmp/why"
+	fi
+}
+
+if [ ! -x "$tally" ]; then
+	echo "$tally is missing" > "$tmp/why"
+	fail cli_tool_is_built "$tmp/why"
+	finish
+	exit 1
+fi
+
+version=$(header_version)
+for v in --version:long_option -V:short_option version:command; do
+	run "${v%%:*}"
+	expect "cli_version_${v#*:}_prints_the_makefile_version" 0 \
+		"^tally $version\$"
+done
+
+run --help
+expect cli_help_lists_commands_and_exit_statuses 0 \
+	'^Exit status: 0 done, 1 failed'
+for c in bench info metrics version; do
+	run help "$c"
+	expect "cli_help_${c}_prints_its_usage" 0 "^usage: tally $c"
+	run "$c" --help
+	expect "cli_${c}_help_option_prints_its_usage" 0 "^usage: tally $c"
+done
+for b in counter stats export; do
+	run bench help "$b"
+	expect "cli_bench_help_${b}_prints_its_usage" 0 "^usage: tally bench $b"
+done
+
+run frobnicate
+expect_error cli_unknown_command_is_a_usage_error 2
+run bench frobnicate
+expect_error cli_unknown_benchmark_is_a_usage_error 2
+run version extra
+expect_error cli_version_refuses_arguments 2
+run info --frobnicate
+expect_error cli_info_unknown_option_is_a_usage_error 2
+run info --batch 48
+expect_error cli_info_refuses_a_batch_not_a_power_of_two 2
+run info --cpus 0
+expect_error cli_info_refuses_zero_cpus 2
+run metrics
+expect_error cli_metrics_without_demo_is_a_usage_error 2
+run metrics --demo --format yaml
+expect_error cli_metrics_unknown_format_is_a_usage_error 2
+run bench export --stats 257
+expect_error cli_bench_export_refuses_too_many_stats 2
+run metrics --demo -o /nonexistent-dir/tally.prom
+expect_error cli_metrics_unwritable_file_fails_with_status_1 1
+
+run info
+expect cli_info_names_the_rseq_mode 0 '^rseq: +(glibc|own|fallback)( |$)'
+expect cli_info_gives_the_membarrier_mode 0 \
+	'^membarrier: +kernel .*; statistics trees (fence|flush)'
+expect cli_info_gives_possible_and_online_cpus 0 \
+	'^CPUs: +possible .*, online .* \([0-9]+ online\)$'
+# The bounds of include/tally/counter.h's table, and the stats tree's
+# batch x CPUs + CPUs x (batch - 1).
+run info --cpus 64
+expect cli_info_64_cpus_tree_is_4_4_4 0 'arity \{4,4,4\}'
+expect cli_info_64_cpus_counter_bound_is_5056 0 'at most 5056 below and 0 above'
+expect cli_info_64_cpus_stats_bound_is_8128 0 'at most 8128$'
+run info --cpus 256 --batch 32
+expect cli_info_256_cpus_tree_is_8_8_4 0 'arity \{8,8,4\}'
+expect cli_info_256_cpus_counter_bound_is_22272 0 'at most 22272 below'
+expect cli_info_256_cpus_stats_bound_is_16128 0 'batch 32: .* at most 16128$'
+run info --cpus 4096 --batch 32
+expect cli_info_4096_cpus_counter_bound_is_471040 0 'at most 471040 below'
+
+run metrics --demo
+cp "$tmp/out" "$tmp/demo.prom"
+expect cli_metrics_demo_prints_prometheus_text 0 \
+	'^tally_hier_anon_bytes\{group="/"\} 5120000$'
+if command -v promtool >/dev/null 2>&1; then
+	if promtool check metrics < "$tmp/demo.prom" > "$tmp/why" 2>&1; then
+		pass cli_metrics_demo_passes_promtool
+	else
+		fail cli_metrics_demo_passes_promtool "$tmp/why"
+	fi
+else
+	echo "promtool is missing: apt-get install prometheus" > "$tmp/why"
+	fail cli_metrics_demo_passes_promtool "$tmp/why"
+fi
+run metrics --demo --format openmetrics --instance "web-1" --pid
+cp "$tmp/out" "$tmp/demo.om"
+expect cli_metrics_demo_openmetrics_ends_with_eof 0 '^# EOF$'
+expect cli_metrics_demo_labels_instance_and_pid 0 \
+	'^tally_local_pgfault_total\{group="/tenant-a/db",instance="web-1",pid="[0-9]+"\} 2000$'
+if /usr/bin/python3 -c '
+import sys
+from prometheus_client.openmetrics.parser import text_string_to_metric_families
+n = sum(len(f.samples) for f in text_string_to_metric_families(
+	open(sys.argv[1], encoding="utf-8", newline="").read()))
+sys.exit(0 if n == 8 * 6 + 1 else 1)' "$tmp/demo.om" > "$tmp/why" 2>&1; then
+	pass cli_metrics_demo_openmetrics_passes_the_strict_parser
+else
+	echo "(needs /usr/bin/python3 and python3-prometheus-client)" >> "$tmp/why"
+	fail cli_metrics_demo_openmetrics_passes_the_strict_parser "$tmp/why"
+fi
+(umask 077 && "$tally" metrics --demo -o "$tmp/textfile.prom") \
+	> "$tmp/out" 2> "$tmp/err"
+rc=$?
+if [ "$rc" -eq 0 ] && [ ! -s "$tmp/out" ] &&
+   [ "$(stat -c %a "$tmp/textfile.prom")" = 644 ] &&
+   cmp -s "$tmp/textfile.prom" "$tmp/demo.prom" &&
+   [ "$(ls -A "$tmp" | grep -c '^\.textfile')" -eq 0 ]; then
+	pass cli_metrics_demo_writes_the_textfile_0644_and_nothing_else
+else
+	{ echo "exit $rc"; ls -la "$tmp"; cat "$tmp/err"; } > "$tmp/why"
+	fail cli_metrics_demo_writes_the_textfile_0644_and_nothing_else \
+		"$tmp/why"
+fi
+finish

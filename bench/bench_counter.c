@@ -831,7 +831,7 @@ int tally_bench_counter(int argc, char **argv)
 	fprintf(r->out, "tally bench counter%s\n", r->quick ? " (quick)" : "");
 	bench_machine_print(r->out, &m);
 	bench_json_begin(&r->json, NULL, '{', false);
-	bench_json_string(&r->json, "benchmark", "counter");
+	bench_json_identity(&r->json, "counter");
 	bench_machine_json(&r->json, &m);
 	settings_json(r, m.possible_cpus);
 	err = bench_add(r);

@@ -32,7 +32,6 @@
 #include <unistd.h>
 
 #include <tally/export.h>
-#include <tally/version.h>
 #include "args.h"
 #include "bench.h"
 #include "json.h"
@@ -455,8 +454,7 @@ int tally_bench_export(int argc, char **argv)
 	fprintf(out, "tally bench export%s\n", r.quick ? " (quick)" : "");
 	bench_machine_print(out, &m);
 	bench_json_begin(&j, NULL, '{', false);
-	bench_json_string(&j, "benchmark", "export");
-	bench_json_string(&j, "tally_version", tally_version());
+	bench_json_identity(&j, "export");
 	bench_machine_json(&j, &m);
 	bench_json_int(&j, "groups", r.nr_groups);
 	bench_json_int(&j, "stats", r.nr_stats);

@@ -504,7 +504,7 @@ int tally_bench_oom(int argc, char **argv)
 		"time per selection in us, caches cold\n",
 		r->max_precise);
 	bench_json_begin(&r->json, NULL, '{', false);
-	bench_json_string(&r->json, "benchmark", "oom");
+	bench_json_identity(&r->json, "oom");
 	bench_machine_json(&r->json, &m);
 	bench_json_begin(&r->json, "settings", '{', false);
 	bench_json_int(&r->json, "batch_bytes", (long long)TALLY_MM_DEFAULT_BATCH);

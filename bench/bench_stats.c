@@ -1478,7 +1478,7 @@ int tally_bench_stats(int argc, char **argv)
 	fprintf(r->out, "tally bench stats%s\n", r->quick ? " (quick)" : "");
 	bench_machine_print(r->out, &m);
 	bench_json_begin(&r->json, NULL, '{', false);
-	bench_json_string(&r->json, "benchmark", "stats");
+	bench_json_identity(&r->json, "stats");
 	bench_machine_json(&r->json, &m);
 	settings_json(r);
 	err = 0;

@@ -10,6 +10,8 @@
 
 #include <tally/domain.h>
 #include <tally/percpu.h>
+#include <tally/version.h>
+
 #include "machine.h"
 
 static void read_cpu_model(char *buf, size_t len)
@@ -91,4 +93,11 @@ void bench_machine_json(struct bench_json *w, const struct bench_machine *m)
 	bench_json_string(w, "compiler", m->compiler);
 	bench_json_double(w, "loadavg_1min", m->loadavg);
 	bench_json_end(w);
+}
+
+void bench_json_identity(struct bench_json *w, const char *name)
+{
+	bench_json_string(w, "benchmark", name);
+	bench_json_string(w, "tally_version", tally_version());
+	bench_json_int(w, "schema_version", BENCH_JSON_SCHEMA);
 }

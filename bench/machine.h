@@ -42,6 +42,21 @@ void bench_machine_get(struct bench_machine *m);
 /** bench_machine_print() - one line "machine: ..." describing @m. */
 void bench_machine_print(FILE *f, const struct bench_machine *m);
 
+/**
+ * BENCH_JSON_SCHEMA - the version of the benchmarks' JSON layout: raised
+ * when a member is renamed, removed or changes meaning (not when one is
+ * added), so that a reader can refuse a layout it does not know.
+ */
+#define BENCH_JSON_SCHEMA 1
+
+/**
+ * bench_json_identity() - the members every benchmark's JSON starts with:
+ *	"benchmark" (@name), "tally_version" and "schema_version".
+ * @w: the writer, inside the top-level object.
+ * @name: the benchmark's name ("counter", "oom", ...).
+ */
+void bench_json_identity(struct bench_json *w, const char *name);
+
 /** bench_machine_json() - the "machine" object describing @m. */
 void bench_machine_json(struct bench_json *w, const struct bench_machine *m);
 

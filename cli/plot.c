@@ -27,6 +27,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../bench/machine.h"
 #include "json_read.h"
 #include "plot.h"
 
@@ -588,7 +589,7 @@ int tally_plot(int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	struct output o = { NULL, false, false, 0 };
-	const struct json_value *bench;
+	const struct json_value *bench, *schema;
 	struct json_value *doc;
 	char err[256], *text, *dir_of_json = NULL;
 	int opt;
@@ -628,6 +629,16 @@ int tally_plot(int argc, char **argv)
 		return 2;
 	}
 	free(text);
+	schema = json_get(doc, "schema_version");
+	if (schema && (schema->type != JSON_NUMBER ||
+		       schema->number > BENCH_JSON_SCHEMA)) {
+		fprintf(stderr,
+			"tally plot: %s: JSON layout %g is newer than this tool's (%d)\n",
+			argv[optind], schema && schema->type == JSON_NUMBER ?
+			schema->number : -1.0, BENCH_JSON_SCHEMA);
+		json_free(doc);
+		return 2;
+	}
 	bench = json_get(doc, "benchmark");
 	if (!bench || bench->type != JSON_STRING) {
 		fprintf(stderr,

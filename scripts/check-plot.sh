@@ -8,6 +8,7 @@ set -u
 cd "$(dirname "$0")/.." || exit 1
 . scripts/testlib.sh
 tally=${1:-build/tally}
+tally=$(cd "$(dirname "$tally")" && pwd)/$(basename "$tally")
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
@@ -46,7 +47,7 @@ fi
 
 # Without gnuplot on PATH: exit 3, data and scripts, the package named.
 mkdir -p "$tmp/bin"
-PATH="$tmp/bin" "$PWD/$tally" plot tests/plot/oom.json -o "$tmp/nognu" \
+PATH="$tmp/bin" "$tally" plot tests/plot/oom.json -o "$tmp/nognu" \
 	>"$tmp/log" 2>&1
 rc=$?
 if [ $rc -eq 3 ] && [ -s "$tmp/nognu/oom_select_cpus256.gp" ] &&
@@ -71,7 +72,10 @@ printf '{"benchmark": 01}' >"$tmp/number.json"
 printf '{"b\001": 1}' >"$tmp/control.json"
 printf '{"select": []}' >"$tmp/foreign.json"
 printf '{"benchmark": "oom"}\000' >"$tmp/nul.json"
-for f in empty truncated deep surrogate trailing number control foreign nul; do
+printf '{"benchmark": "oom", "schema_version": 99, "select": []}' \
+	>"$tmp/future.json"
+for f in empty truncated deep surrogate trailing number control foreign nul \
+	future; do
 	"$tally" plot "$tmp/$f.json" -o "$tmp/bad" >"$tmp/log" 2>&1
 	rc=$?
 	if [ $rc -ne 2 ] || ! grep -q '^tally plot: ' "$tmp/log"; then

@@ -144,7 +144,7 @@ demo: all
 	$(BUILD)/tally bench oom --json $(DEMO)/oom.json
 	$(BUILD)/tally bench export --json $(DEMO)/export.json
 	rm -rf $(DEMO)/plots
-	for b in counter stats oom; do \
+	for b in counter stats oom export; do \
 		$(BUILD)/tally plot $(DEMO)/$$b.json -o $(DEMO)/plots || exit 1; \
 	done
 	@echo "plots: $(DEMO)/plots/index.html"

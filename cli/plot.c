@@ -39,6 +39,7 @@
 enum plot_kind {
 	PLOT_XY,	/* numeric x; a line per (series, y key) */
 	PLOT_BARS,	/* categories = y keys (or a member object's keys) */
+	PLOT_ROWS,	/* categories = the rows (named by the series key) */
 };
 
 /**
@@ -46,11 +47,11 @@ enum plot_kind {
  * @benchmark: the JSON's "benchmark" value.
  * @name: file stem (split values are appended).
  * @section: the array of rows.
- * @kind: %PLOT_XY or %PLOT_BARS.
+ * @kind: %PLOT_XY, %PLOT_BARS or %PLOT_ROWS.
  * @x: the x key (XY).
- * @y: y keys: lines (XY) or categories (BARS).
+ * @y: y keys: lines (XY), categories (BARS) or bars (ROWS).
  * @bars_object: for BARS, a member object whose keys are the categories.
- * @series: the key naming a row's series.
+ * @series: the key naming a row's series (its category for ROWS).
  * @split: keys whose values make separate plots.
  * @title: the plot's title.
  * @xlabel: x axis label.
@@ -101,6 +102,9 @@ static const struct plot_spec specs[] = {
 	  { "median_us" }, NULL, "method", { "cpus" },
 	  "Victim selection time", "tasks", "microseconds per selection",
 	  true, true },
+	{ "export", "export_cost", "rows", PLOT_ROWS, NULL,
+	  { "us_median" }, NULL, "row", { NULL },
+	  "Export of a statistics tree", "", "microseconds", false, true },
 	{ "charge", "charge_cost", "charge", PLOT_XY, "threads",
 	  { "ns_per_pair" }, NULL, "design", { "depth", "fill" },
 	  "Charge + uncharge cost", "threads", "ns per pair", false, true },
@@ -445,6 +449,57 @@ static void write_bars(struct output *o, const struct plot_spec *s,
 	close_out(o, gp, name);
 }
 
+/* One bar group per row (the first of each category), a bar per y key. */
+static void write_rows(struct output *o, const struct plot_spec *s,
+		       const struct json_value *rows, const char *name,
+		       const char *title)
+{
+	size_t nr_y = 0;
+	char cmd[512];
+	FILE *dat, *gp;
+
+	while (nr_y < MAX_Y && s->y[nr_y])
+		nr_y++;
+	dat = open_out(o, name, "dat");
+	if (!dat)
+		return;
+	fprintf(dat, "category");
+	for (size_t y = 0; y < nr_y; y++)
+		fprintf(dat, " \"%s\"", s->y[y]);
+	fprintf(dat, "\n");
+	for (size_t r = 0; r < rows->n; r++) {
+		const struct json_value *row = &rows->items[r];
+		char cat[64];
+
+		value_text(json_get(row, s->series), cat, sizeof(cat));
+		fprintf(dat, "\"%s\"", cat);
+		for (size_t y = 0; y < nr_y; y++) {
+			const struct json_value *v = json_get(row, s->y[y]);
+
+			if (is_number(v) && (v->number > 0 || !s->logy))
+				fprintf(dat, " %.17g", v->number);
+			else
+				fprintf(dat, " NaN");
+		}
+		fprintf(dat, "\n");
+	}
+	if (close_out(o, dat, name))
+		return;
+	gp = open_out(o, name, "gp");
+	if (!gp)
+		return;
+	script_header(gp, s, name, title);
+	fprintf(gp,
+		"set style data histograms\nset style histogram clustered gap 1\n"
+		"set style fill solid 0.8 border -1\nset boxwidth 0.9\n"
+		"set xtics noenhanced rotate by -30\n");
+	snprintf(cmd, sizeof(cmd),
+		 "plot for [i=2:%zu] '%s.dat' using i:xtic(1) title columnheader(i)",
+		 nr_y + 1, name);
+	script_outputs(gp, name, cmd);
+	close_out(o, gp, name);
+}
+
 /* Run gnuplot on DIR/NAME.gp, in DIR (the script names files relative). */
 static void run_gnuplot(struct output *o, const char *name)
 {
@@ -514,8 +569,10 @@ static void plot_spec(struct output *o, const struct plot_spec *s,
 		}
 		if (s->kind == PLOT_XY)
 			write_xy(o, s, rows, row, name, title);
-		else
+		else if (s->kind == PLOT_BARS)
 			write_bars(o, s, rows, row, name, title);
+		else
+			write_rows(o, s, rows, name, title);
 		if (o->failed)
 			return;
 		run_gnuplot(o, name);

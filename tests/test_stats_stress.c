@@ -1066,7 +1066,15 @@ TEST(fork_during_updates_leaves_child_flushes_working)
 			CHECK_EQ_LONG(tally_stats_read(tally_stats_root(t), 0,
 						       TALLY_FLUSH_FORCE,
 						       &after, NULL), 0);
-			CHECK_EQ_LONG(after - before, 1007);
+			/*
+			 * A parent writer caught between its per-CPU add and
+			 * its claim left a +1 that no list names: it shows
+			 * once the child's own update of that leaf lists it
+			 * (documented: "may or may not appear").  At most
+			 * one per writer.
+			 */
+			CHECK(after - before >= 1007 &&
+			      after - before <= 1007 + FORK_WRITERS);
 			CHECK_EQ_LONG(tally_stats_periodic_stop(t), 0);
 			tally_stats_tree_destroy(t);
 			harness_child_exit();

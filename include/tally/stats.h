@@ -41,7 +41,9 @@
  * fork(): every tree lock is taken around fork() and re-initialised in the
  * child, which may use every inherited tree (groups and values as at the
  * fork; a flush that another thread was running is redone by the next
- * one).  The periodic flusher does not run in the child: start it again
+ * one).  An update that another thread was in the middle of may or may
+ * not appear in the child, possibly only once the child updates the same
+ * group.  The periodic flusher does not run in the child: start it again
  * if needed.  Do not fork from a tally_stats_group_for_each_child()
  * callback (the walk holds the structure lock that fork takes).
  *

@@ -19,8 +19,8 @@
  * The top level (domain.c) is one root from 17 CPUs up, and up to 16 CPUs
  * at most 8 items: one per CPU up to 8 CPUs, one per pair of neighbours
  * at 9 to 16.  A root on a small machine is one line that every CPU
- * carries into every batch adds: at 2 CPUs that bounce was most of the
- * add's cost.  A private top item is written only by its CPU's carries
+ * carries into once per batch of adds: at 2 CPUs its bouncing was most of
+ * the add's cost.  A private top item is written only by its CPU's carries
  * (atomically: a migrated thread may carry from another CPU), the read
  * sums at most 8 lines that change once per batch, and the bound is the
  * slots' share alone, below the tree's.

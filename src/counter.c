@@ -113,6 +113,7 @@ static void setup(struct tally_counter *c, struct tally_domain *d,
 	c->bias = 0;
 	c->under = under_bound(d, batch);
 	c->flags = flags | (d->simulated ? TALLY_COUNTER_SIMULATED : 0);
+	c->nr_top = d->nr_items - d->offset[d->nr_levels - 1];
 }
 
 /* --- registry of live counters, for fork --------------------------------- */
@@ -326,12 +327,14 @@ static long load_bias(const struct tally_counter *c)
 
 long tally_counter_approximate_sum(const struct tally_counter *c)
 {
-	const struct tally_domain *d = c->domain;
+	/* The top level: 1 item, or up to 8 on machines of up to 16 CPUs. */
+	unsigned int nr = c->nr_top;
+	const struct tally_counter_item *top =
+		c->items + c->domain->nr_items - nr;
 	unsigned long sum = (unsigned long)load_bias(c);
 
-	/* The top level: 1 item, or up to 8 on machines of up to 16 CPUs. */
-	for (unsigned int i = d->offset[d->nr_levels - 1]; i < d->nr_items; i++)
-		sum += (unsigned long)__atomic_load_n(&c->items[i].value,
+	for (unsigned int i = 0; i < nr; i++)
+		sum += (unsigned long)__atomic_load_n(&top[i].value,
 						      __ATOMIC_RELAXED);
 	return (long)sum;
 }

@@ -331,9 +331,11 @@ long tally_counter_approximate_sum(const struct tally_counter *c)
 	unsigned int nr = c->nr_top;
 	const struct tally_counter_item *top =
 		c->items + c->domain->nr_items - nr;
-	unsigned long sum = (unsigned long)load_bias(c);
+	unsigned long sum = (unsigned long)load_bias(c) +
+			    (unsigned long)__atomic_load_n(&top[0].value,
+							   __ATOMIC_RELAXED);
 
-	for (unsigned int i = 0; i < nr; i++)
+	for (unsigned int i = 1; i < nr; i++)
 		sum += (unsigned long)__atomic_load_n(&top[i].value,
 						      __ATOMIC_RELAXED);
 	return (long)sum;

@@ -274,12 +274,13 @@ void tally_counter_propagate(struct tally_counter *c, unsigned int cpu,
 	const struct tally_domain *d = c->domain;
 	unsigned int l, top = d->nr_levels - 1;
 	unsigned long step = c->batch;
+	long *item;
 
 	(void)tally_inject(TALLY_INJECT_COUNTER_BEFORE_CARRY);
 	for (l = 0; l < top; l++) {
-		long *item = &c->items[tally_domain_item(d, cpu, l)].value;
 		unsigned long res;
 
+		item = &c->items[tally_domain_item(d, cpu, l)].value;
 		res = __atomic_add_fetch((unsigned long *)item,
 					 (unsigned long)carry,
 					 __ATOMIC_RELAXED);
@@ -289,9 +290,9 @@ void tally_counter_propagate(struct tally_counter *c, unsigned int cpu,
 		if (!carry)
 			return;
 	}
-	__atomic_add_fetch(
-		(unsigned long *)&c->items[tally_domain_item(d, cpu, top)].value,
-		(unsigned long)carry, __ATOMIC_RELAXED);
+	item = &c->items[tally_domain_item(d, cpu, top)].value;
+	__atomic_add_fetch((unsigned long *)item, (unsigned long)carry,
+			   __ATOMIC_RELAXED);
 }
 
 /* One update of simulated CPU @cpu (checked by the callers). */

@@ -75,7 +75,7 @@ TEST(every_cpu_count_up_to_4096_gets_a_valid_shape)
 		struct tally_domain *d = util_domain(nr);
 		unsigned int arity[TALLY_MAX_LEVELS];
 		unsigned int levels = tally_domain_shape(d, arity);
-		unsigned long prod = 1, items = 0, pow = order_pow(nr);
+		unsigned long prod = 1, items = 0, pow = order_pow(nr), top;
 		bool ok = CHECK_EQ_LONG(tally_domain_nr_cpus(d), nr) &&
 			  CHECK(tally_domain_is_simulated(d)) &&
 			  CHECK_EQ_LONG(tally_domain_grouping(d),
@@ -89,8 +89,9 @@ TEST(every_cpu_count_up_to_4096_gets_a_valid_shape)
 			prod *= arity[l];
 			items += pow / prod;
 		}
+		top = nr > 16 ? 1 : pow < 8 ? pow : 8;
 		ok = ok && CHECK_EQ_ULONG(pow % prod, 0) &&
-		     CHECK_EQ_ULONG(pow / prod, nr > 16 ? 1 : pow < 8 ? pow : 8) &&
+		     CHECK_EQ_ULONG(pow / prod, top) &&
 		     CHECK_EQ_ULONG(tally_counter_items_size(d), 64 * items);
 		tally_domain_destroy(d);
 		if (!ok) {
@@ -374,13 +375,15 @@ TEST(sixteen_cpus_share_a_top_item_only_with_their_smt_sibling)
 		REQUIRE(d);
 		CHECK_EQ_LONG(tally_domain_grouping(d), groupings[i]);
 		CHECK_EQ_LONG(tally_domain_shape(d, NULL), 1);
-		for (unsigned int a = 0; a < 16; a++)
+		for (unsigned int a = 0; a < 16; a++) {
+			unsigned int item = util_item_of(d, a, 0);
+
 			for (unsigned int b = 0; b < 16; b++)
-				if (!CHECK_EQ_LONG(util_item_of(d, a, 0) ==
-							   util_item_of(d, b, 0),
+				if (!CHECK_EQ_LONG(item == util_item_of(d, b, 0),
 						   a % 8 == b % 8))
 					harness_log("grouping %d, cpus %u %u",
 						    groupings[i], a, b);
+		}
 		tally_domain_destroy(d);
 	}
 }

@@ -100,7 +100,7 @@ struct tally_counter {
 	long bias;				/* added to both sums (set) */
 	unsigned long under;			/* accuracy bound, see above */
 	unsigned int flags;
-	unsigned int nr_top;			/* items of the top level, last */
+	unsigned int nr_top;			/* top level's items (last) */
 	/* Registry of live counters, for fork. */
 	struct tally_counter *prev, *next;
 };

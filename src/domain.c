@@ -19,9 +19,10 @@
  * sums: a root there would be one cache line that every CPU carries into
  * every batch (see counter.c).  Up to 8 CPUs each position has its own top
  * item (arity 1); at 9 to 16 CPUs two neighbouring positions share one
- * (arity 2): SMT siblings under the topology order, and under the low
- * bits CPUs c and c + 8, which x86 Linux numbers as siblings.  Building a
- * domain costs O(nr_cpus log nr_cpus) once; lookups are O(1).
+ * (arity 2): SMT siblings under the topology order on a machine of 2-way
+ * SMT, and under the low bits CPUs c and c + 8, siblings on a 16-thread
+ * x86 machine as Linux numbers them.  Building a domain costs
+ * O(nr_cpus log nr_cpus) once; lookups are O(1).
  */
 #define _GNU_SOURCE
 #include <dirent.h>

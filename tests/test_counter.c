@@ -745,8 +745,8 @@ TEST(init_many_uses_caller_items_and_gives_independent_counters)
 /*
  * Up to 16 CPUs there is no root: a batch added on one CPU lands in the
  * one top item (cache line) of that CPU alone up to 8 CPUs, and of that
- * CPU and CPU +- 8 (its SMT sibling on x86) from 9 to 16; the
- * approximate sum is the sum of those lines.
+ * CPU and CPU +- 8 (the low-bits pairs of a simulated domain) from 9 to
+ * 16; the approximate sum is the sum of those lines.
  */
 TEST(carries_on_up_to_16_cpus_land_only_in_the_cpus_own_top_item)
 {

@@ -21,7 +21,7 @@
  * would share: the tree is one level of at most 8 items, each on its own
  * line, and the approximate sum adds them (at most 8 loads).  Up to 8 CPUs
  * each CPU has its own item; from 9 to 16 two neighbouring CPUs share one
- * (SMT siblings, see tally_domain_shape()):
+ * (SMT siblings when the topology is known, tally_domain_shape()):
  *
  *   level 1 (top, summed)   [ a ] [ b ] [ c ] [ d ]        up to 8 CPUs
  *   level 0 (per CPU)        c0    c1    c2    c3

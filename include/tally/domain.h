@@ -133,8 +133,10 @@ bool tally_domain_is_simulated(const struct tally_domain *d);
  * items, which a counter's approximate sum adds: one root from 17 CPUs
  * up.  Up to 16 CPUs there is one level of at most 8 items: arity 1 (an
  * item per CPU) up to 8 CPUs, arity 2 from 9 to 16, where the two CPUs of
- * an item are SMT siblings under %TALLY_GROUP_TOPOLOGY, and CPUs c and
- * c + 8 (siblings as x86 Linux numbers them) under %TALLY_GROUP_LOW_BITS.
+ * an item are neighbours in the topology order under
+ * %TALLY_GROUP_TOPOLOGY (SMT siblings on a machine of 2-way SMT), and CPUs
+ * c and c + 8 under %TALLY_GROUP_LOW_BITS (siblings on a 16-thread x86
+ * machine as Linux numbers them).
  *
  * Return: the number of levels above the per-CPU level (1 to
  * %TALLY_MAX_LEVELS).

@@ -19,7 +19,7 @@ int main(void)
 	tally_counter_add(&rss, 16);	/* a few ns: rseq add on this CPU */
 	tally_counter_add(&rss, -4);
 
-	approx = tally_counter_approximate_sum(&rss);	/* one load */
+	approx = tally_counter_approximate_sum(&rss);	/* 1 to 8 loads */
 	exact = tally_counter_precise_sum(&rss);	/* sums the CPUs */
 	tally_counter_approximate_min_max(&rss, &lo, &hi); /* exact in it */
 	printf("approximate sum %ld\n", approx);

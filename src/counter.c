@@ -9,16 +9,25 @@
  * with step = batch for slots and batch * a_1 * ... * a_l for a level-l
  * item (step_below = 0 for slots), because a carry is exactly the
  * multiples of step that the value crossed (tally_counter_carry()).  The
- * root keeps everything it receives, so
+ * top level's items keep everything they receive, so
  *
- *	precise = sum(slots) + bias = root + bias + sum(remainders)
+ *	precise = sum(slots) + bias = sum(top) + bias + sum(remainders)
  *
- * and approximate = root + bias is below precise by at most the sum of
- * the largest remainders (counter.h gives the formula and a table).
+ * and approximate = sum(top) + bias is below precise by at most the sum
+ * of the largest remainders (counter.h gives the formula and a table).
+ *
+ * The top level (domain.c) is one root from 17 CPUs up, and up to 16 CPUs
+ * at most 8 items: one per CPU up to 8 CPUs, one per pair of neighbours
+ * at 9 to 16.  A root on a small machine is one line that every CPU
+ * carries into once per batch of adds: at 2 CPUs its bouncing was most of
+ * the add's cost.  A private top item is written only by its CPU's carries
+ * (atomically: a migrated thread may carry from another CPU), the read
+ * sums at most 8 lines that change once per batch, and the bound is the
+ * slots' share alone, below the tree's.
  *
  * Costs: add O(1) (one rseq add-return, plus one atomic per level crossed
- * once per batch); approximate sum O(1), one load; precise sum O(nr_cpus);
- * compare O(1) unless the ranges overlap.
+ * once per batch); approximate sum O(1), the top level's 1 to 8 loads;
+ * precise sum O(nr_cpus); compare O(1) unless the ranges overlap.
  *
  * fork(): live counters are in a registry (init and destroy take its lock,
  * held across fork); the child recomputes every counter's items from its
@@ -65,7 +74,7 @@ static unsigned long under_bound(const struct tally_domain *d,
 	unsigned long under = mul_saturated(d->nr_cpus, batch - 1);
 	unsigned long step_below = batch;
 
-	/* The top level is the root, which keeps all it receives. */
+	/* The top level keeps all it receives: no remainder there. */
 	for (unsigned int l = 0; l + 1 < d->nr_levels; l++) {
 		unsigned long rem = mul_saturated(step_below, d->arity[l] - 1);
 
@@ -105,6 +114,7 @@ static void setup(struct tally_counter *c, struct tally_domain *d,
 	c->bias = 0;
 	c->under = under_bound(d, batch);
 	c->flags = flags | (d->simulated ? TALLY_COUNTER_SIMULATED : 0);
+	c->nr_top = d->nr_items - d->offset[d->nr_levels - 1];
 }
 
 /* --- registry of live counters, for fork --------------------------------- */
@@ -148,7 +158,7 @@ static void item_add(struct tally_counter_item *item, unsigned long v)
 /*
  * The items of a quiet counter: each slot carries the multiples of the
  * batch its value crossed since 0 into its leaf item, each item the
- * multiples of its own step into its parent; the root keeps it all.
+ * multiples of its own step into its parent; the top level keeps it all.
  */
 static void rebuild_items(struct tally_counter *c)
 {
@@ -263,14 +273,15 @@ void tally_counter_propagate(struct tally_counter *c, unsigned int cpu,
 			     long carry)
 {
 	const struct tally_domain *d = c->domain;
+	unsigned int l, top = d->nr_levels - 1;
 	unsigned long step = c->batch;
-	unsigned int l;
+	long *item;
 
 	(void)tally_inject(TALLY_INJECT_COUNTER_BEFORE_CARRY);
-	for (l = 0; l + 1 < d->nr_levels; l++) {
-		long *item = &c->items[tally_domain_item(d, cpu, l)].value;
+	for (l = 0; l < top; l++) {
 		unsigned long res;
 
+		item = &c->items[tally_domain_item(d, cpu, l)].value;
 		res = __atomic_add_fetch((unsigned long *)item,
 					 (unsigned long)carry,
 					 __ATOMIC_RELAXED);
@@ -280,8 +291,9 @@ void tally_counter_propagate(struct tally_counter *c, unsigned int cpu,
 		if (!carry)
 			return;
 	}
-	__atomic_add_fetch((unsigned long *)&c->items[d->nr_items - 1].value,
-			   (unsigned long)carry, __ATOMIC_RELAXED);
+	item = &c->items[tally_domain_item(d, cpu, top)].value;
+	__atomic_add_fetch((unsigned long *)item, (unsigned long)carry,
+			   __ATOMIC_RELAXED);
 }
 
 /* One update of simulated CPU @cpu (checked by the callers). */
@@ -317,11 +329,18 @@ static long load_bias(const struct tally_counter *c)
 
 long tally_counter_approximate_sum(const struct tally_counter *c)
 {
-	const struct tally_domain *d = c->domain;
-	unsigned long root = (unsigned long)__atomic_load_n(
-		&c->items[d->nr_items - 1].value, __ATOMIC_RELAXED);
+	/* The top level: 1 item, or up to 8 on machines of up to 16 CPUs. */
+	unsigned int nr = c->nr_top;
+	const struct tally_counter_item *top =
+		c->items + c->domain->nr_items - nr;
+	unsigned long sum = (unsigned long)load_bias(c) +
+			    (unsigned long)__atomic_load_n(&top[0].value,
+							   __ATOMIC_RELAXED);
 
-	return (long)(root + (unsigned long)load_bias(c));
+	for (unsigned int i = 1; i < nr; i++)
+		sum += (unsigned long)__atomic_load_n(&top[i].value,
+						      __ATOMIC_RELAXED);
+	return (long)sum;
 }
 
 void counter_prefetch(const struct tally_counter *c)

@@ -13,8 +13,16 @@
  *             atomic carries of one LLC stay in that LLC's cache lines.
  *
  * The shape comes from order = ceil(log2(nr_cpus)): arity at most 16, at
- * most 5 levels, the arities multiplying to 2^order.  Building a domain
- * costs O(nr_cpus log nr_cpus) once; lookups are O(1).
+ * most 5 levels.  From 17 CPUs up the arities multiply to 2^order: the
+ * top level is one root item.  Up to 16 CPUs the top level has 2^order /
+ * (product of the arities) <= 8 items, which a counter's approximate read
+ * sums: a root there would be one cache line that every CPU carries into
+ * every batch (see counter.c).  Up to 8 CPUs each position has its own top
+ * item (arity 1); at 9 to 16 CPUs two neighbouring positions share one
+ * (arity 2): SMT siblings under the topology order on a machine of 2-way
+ * SMT, and under the low bits CPUs c and c + 8, siblings on a 16-thread
+ * x86 machine as Linux numbers them.  Building a domain costs
+ * O(nr_cpus log nr_cpus) once; lookups are O(1).
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -30,11 +38,14 @@
 #include <tally/percpu.h>
 #include "domain_internal.h"
 
-/* Arities (leaf level first) per order; each row multiplies to 2^order. */
+/*
+ * Arities (leaf level first) per order.  From order 5 each row multiplies
+ * to 2^order (a root); below, the top level keeps 2^order / product items.
+ */
 static const unsigned char shape_table[][TALLY_MAX_LEVELS] = {
-	[0] = { 1 },		    [1] = { 2 },
-	[2] = { 2, 2 },		    [3] = { 2, 2, 2 },
-	[4] = { 4, 2, 2 },	    [5] = { 4, 4, 2 },
+	[0] = { 1 },		    [1] = { 1 },
+	[2] = { 1 },		    [3] = { 1 },
+	[4] = { 2 },		    [5] = { 4, 4, 2 },
 	[6] = { 4, 4, 4 },	    [7] = { 8, 4, 4 },
 	[8] = { 8, 8, 4 },	    [9] = { 8, 8, 8 },
 	[10] = { 16, 8, 8 },	    [11] = { 16, 16, 8 },

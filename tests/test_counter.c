@@ -209,8 +209,9 @@ TEST(new_counter_reads_zero_with_range_zero_to_under)
 }
 
 /*
- * On one CPU the slot carries straight into the root, so the approximate
- * sum is exactly the precise sum rounded down to a multiple of the batch.
+ * On one CPU the slot carries straight into the top item, so the
+ * approximate sum is exactly the precise sum rounded down to a multiple
+ * of the batch.
  */
 TEST(one_cpu_approximation_is_precise_sum_rounded_down_to_batch)
 {
@@ -262,7 +263,7 @@ TEST(adds_of_both_signs_on_every_cpu_sum_exactly)
 			CHECK_EQ_LONG(tally_counter_precise_sum(&c), sum);
 			CHECK_LE_ULONG(util_gap(&c), under);
 			CHECK_EQ_ULONG(tally_counter_approximate_sum(&c),
-				       util_expected_root(&c));
+				       util_expected_top(&c));
 			sim_destroy(&c, d);
 		}
 	}
@@ -285,7 +286,7 @@ TEST(sums_reach_long_max_and_long_min_exactly)
 		CHECK_EQ_LONG(tally_counter_precise_sum(&c), LONG_MIN);
 		CHECK_LE_ULONG(util_gap(&c), under);
 		CHECK_EQ_ULONG(tally_counter_approximate_sum(&c),
-			       util_expected_root(&c));
+			       util_expected_top(&c));
 		sim_destroy(&c, d);
 	}
 }
@@ -393,8 +394,9 @@ TEST(accuracy_matches_the_documented_table)
 		unsigned int nr;
 		unsigned long under;
 	} table[] = {
-		{ 2, 62 }, { 64, 5056 }, { 256, 22272 }, { 384, 40576 },
-		{ 4096, 471040 },
+		{ 2, 62 },	   { 4, 124 },	     { 8, 248 },
+		{ 16, 496 },	   { 17, 2063 },     { 64, 5056 },
+		{ 256, 22272 },	   { 384, 40576 },   { 4096, 471040 },
 	};
 
 	for (size_t i = 0; i < ARRAY_SIZE(table); i++) {
@@ -728,7 +730,7 @@ TEST(init_many_uses_caller_items_and_gives_independent_counters)
 		/* The root is the last cache line of counter i's items. */
 		memcpy(&root, items + (i + 1) * isz - 64, sizeof(root));
 		CHECK_EQ_LONG(tally_counter_approximate_sum(&c[i]), root);
-		CHECK_EQ_ULONG(root, util_expected_root(&c[i]));
+		CHECK_EQ_ULONG(root, util_expected_top(&c[i]));
 	}
 	/* Counter i's slot of a CPU sits right after counter i - 1's. */
 	for (size_t i = 1; i < NR; i++)
@@ -738,6 +740,59 @@ TEST(init_many_uses_caller_items_and_gives_independent_counters)
 	/* The caller's memory is the caller's to free. */
 	free(items);
 	tally_domain_destroy(d);
+}
+
+/*
+ * Up to 16 CPUs there is no root: a batch added on one CPU lands in the
+ * one top item (cache line) of that CPU alone up to 8 CPUs, and of that
+ * CPU and CPU +- 8 (the low-bits pairs of a simulated domain) from 9 to
+ * 16; the approximate sum is the sum of those lines.
+ */
+TEST(carries_on_up_to_16_cpus_land_only_in_the_cpus_own_top_item)
+{
+	static const unsigned int nrs[] = { 1, 2, 3, 5, 8, 9, 12, 16 };
+
+	for (size_t i = 0; i < ARRAY_SIZE(nrs); i++) {
+		struct tally_domain *d = util_domain(nrs[i]);
+		size_t isz = tally_counter_items_size(d), nr_lines = isz / 64;
+		long *items = aligned_alloc(64, isz), *before = malloc(isz);
+		struct tally_counter c;
+		unsigned int cpu;
+		size_t pow = 1;
+
+		REQUIRE(items && before);
+		REQUIRE(tally_counter_init_many(&c, items, 1, d, 32) == 0);
+		while (pow < nrs[i])
+			pow *= 2;
+		/* One line per leaf position, at most 8. */
+		CHECK_EQ_ULONG(nr_lines, pow < 8 ? pow : 8);
+		for (cpu = 0; cpu < nrs[i]; cpu++) {
+			unsigned int own = util_item_of(d, cpu, 0);
+			long sum = 0;
+
+			memcpy(before, items, isz);
+			tally_counter_add_cpu(&c, cpu, 32);
+			for (size_t l = 0; l < nr_lines; l++) {
+				const long *line = items + l * 8;
+				const long *old = before + l * 8;
+
+				if (!CHECK_EQ_LONG(line[0] - old[0],
+						   l == own ? 32 : 0))
+					harness_log("%u CPUs, cpu %u, line %zu",
+						    nrs[i], cpu, l);
+				sum += line[0];
+			}
+			CHECK_EQ_LONG(tally_counter_approximate_sum(&c), sum);
+			CHECK_EQ_LONG(sum, 32 * (long)(cpu + 1));
+			for (unsigned int b = 0; b < nrs[i]; b++)
+				CHECK_EQ_LONG(util_item_of(d, b, 0) == own,
+					      b % 8 == cpu % 8);
+		}
+		tally_counter_destroy(&c);
+		free(before);
+		free(items);
+		tally_domain_destroy(d);
+	}
 }
 
 TEST(destroy_many_returns_the_per_cpu_slots_for_reuse)
@@ -785,7 +840,7 @@ TEST(system_domain_counter_adds_on_the_cpu_it_runs_on)
 	util_pin(-1);
 	CHECK_EQ_LONG(tally_counter_precise_sum(&c), total);
 	CHECK_EQ_ULONG(tally_counter_approximate_sum(&c),
-		       util_expected_root(&c));
+		       util_expected_top(&c));
 	tally_counter_destroy(&c);
 }
 

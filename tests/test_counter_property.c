@@ -6,8 +6,9 @@
  *    here literally, and against floor division;
  *  - random adds on simulated domains of 1 to 4096 CPUs against a model
  *    of the kernel's tree (slots, items chosen by the low bits of the CPU
- *    number, the bit rule): after every add the precise sum equals the
- *    exact sum, the approximate sum equals the model's root, and
+ *    number, the bit rule, a root or up to 8 top items): after every add
+ *    the precise sum equals the exact sum, the approximate sum equals the
+ *    sum of the model's top level, and
  *    precise - under <= approximate <= precise + over;
  *  - a worst case that drives every slot and item to its largest
  *    remainder: the bound is reached, and never exceeded after.
@@ -168,7 +169,9 @@ TEST(carry_across_the_long_limits_wraps_like_the_kernel_rule)
 /*
  * The kernel's tree: one slot per CPU; at level l (leaf items first) the
  * item of CPU c is c modulo the number of level-l items; each carry is
- * computed with the bit rule, the step growing by the level's arity.
+ * computed with the bit rule, the step growing by the level's arity.  The
+ * top level has 2^order / (product of the arities) items: one root, or on
+ * small domains up to 8, that keep what they receive.
  */
 struct model {
 	unsigned int nr_cpus, levels;
@@ -224,9 +227,13 @@ static void model_add(struct model *m, unsigned int cpu, long inc)
 	}
 }
 
-static unsigned long model_root(const struct model *m)
+static unsigned long model_top(const struct model *m)
 {
-	return m->item[m->levels - 1][0];
+	unsigned long sum = 0;
+
+	for (unsigned int i = 0; i < m->nr_items[m->levels - 1]; i++)
+		sum += m->item[m->levels - 1][i];
+	return sum;
 }
 
 static long random_inc(struct rng *r, unsigned long batch)
@@ -281,7 +288,7 @@ static bool random_walk(unsigned int nr, unsigned long batch, long steps,
 		precise = (unsigned long)tally_counter_precise_sum(&c);
 		approx = (unsigned long)tally_counter_approximate_sum(&c);
 		ok = ok && CHECK_EQ_ULONG(precise, m.sum) &&
-		     CHECK_EQ_ULONG(approx, model_root(&m) + bias) &&
+		     CHECK_EQ_ULONG(approx, model_top(&m) + bias) &&
 		     CHECK_LE_ULONG(precise - approx, under) &&
 		     CHECK_EQ_ULONG(over, 0);
 	}
@@ -295,8 +302,9 @@ static bool random_walk(unsigned int nr, unsigned long batch, long steps,
 
 TEST(random_adds_match_exact_sum_and_kernel_tree_model_on_1_to_4096_cpus)
 {
-	static const unsigned int nrs[] = { 1,	2,   3,	  5,	7,   16,
-					    64, 100, 384, 1000, 4095, 4096 };
+	static const unsigned int nrs[] = { 1,	 2,   3,    4,	  5,	7,
+					    8,	 9,   16,   17,	  64,	100,
+					    384, 1000, 4095, 4096 };
 	static const unsigned long batches[] = { 2, 32, 1ul << 20 };
 	struct rng r = rng_seed(2);
 
@@ -311,10 +319,10 @@ TEST(random_adds_match_exact_sum_and_kernel_tree_model_on_1_to_4096_cpus)
 }
 
 /*
- * Give every slot the remainder batch - 1 and every non-root item the
- * remainder step - step_below, by adding on one CPU below each item the
- * step of the level below, arity - 1 times: precise - approximate is
- * then exactly the bound.  Then random adds never take it past.
+ * Give every slot the remainder batch - 1 and every item below the top
+ * level the remainder step - step_below, by adding on one CPU below each
+ * item the step of the level below, arity - 1 times: precise - approximate
+ * is then exactly the bound.  Then random adds never take it past.
  */
 static void worst_case(unsigned int nr, unsigned long batch, struct rng *r)
 {
@@ -367,7 +375,8 @@ static void worst_case(unsigned int nr, unsigned long batch, struct rng *r)
 
 TEST(worst_case_remainders_reach_the_bound_exactly_and_never_pass_it)
 {
-	static const unsigned int nrs[] = { 1, 2, 3, 8, 100, 384, 512, 4096 };
+	static const unsigned int nrs[] = { 1,	 2,   3,   4,	8,   9,
+					    16,	 17,  100, 384, 512, 4096 };
 	struct rng r = rng_seed(3);
 
 	for (size_t i = 0; i < ARRAY_SIZE(nrs); i++) {

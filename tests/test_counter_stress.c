@@ -8,8 +8,8 @@
  *
  * Oracle: every thread sums what it added, the handler what it added;
  * once all are done each counter's precise sum must equal the total, its
- * approximate sum the root recomputed from the slots
- * (util_expected_root(): no carry lost or counted twice), and the gap
+ * approximate sum the top level recomputed from the slots
+ * (util_expected_top(): no carry lost or counted twice), and the gap
  * must be within the bound.  Each run lasts about a second.
  */
 #define _GNU_SOURCE
@@ -239,7 +239,7 @@ static void check_stress(struct stress *s)
 		if (!CHECK_EQ_ULONG(tally_counter_precise_sum(c),
 				    s->expected[k]) ||
 		    !CHECK_EQ_ULONG(tally_counter_approximate_sum(c),
-				    util_expected_root(c)) ||
+				    util_expected_top(c)) ||
 		    !CHECK_LE_ULONG(util_gap(c), util_under(c))) {
 			harness_log("counter %zu of %zu", k, s->nr);
 			break;
@@ -273,10 +273,10 @@ TEST(adds_stay_exact_through_migrations_signals_and_thread_churn)
 }
 
 /*
- * This machine's system domain may be a single root item.  A copy of
- * this binary whose system domain is read from a 32-CPU fixture puts the
- * real CPUs under shared leaf and middle items, which concurrent carries
- * then update.
+ * On this machine's system domain each CPU may have a top item of its
+ * own.  A copy of this binary whose system domain is read from a 32-CPU
+ * fixture puts the real CPUs under shared leaf and middle items and a
+ * root, which concurrent carries then update.
  */
 TEST(carries_into_shared_tree_items_stay_exact_under_concurrency)
 {
@@ -423,7 +423,7 @@ TEST(threads_sharing_simulated_cpus_keep_sums_and_tree_exact)
 		}
 		CHECK_EQ_ULONG(tally_counter_precise_sum(&c), sum);
 		CHECK_EQ_ULONG(tally_counter_approximate_sum(&c),
-			       util_expected_root(&c));
+			       util_expected_top(&c));
 		CHECK_LE_ULONG(util_gap(&c), util_under(&c));
 		tally_counter_destroy(&c);
 		tally_domain_destroy(d);
@@ -465,7 +465,7 @@ TEST(counters_keep_counting_exactly_in_a_forked_child)
 		CHECK_EQ_LONG(tally_counter_precise_sum(&c),
 			      parent_sum + child_sum - 7);
 		CHECK_EQ_ULONG(tally_counter_approximate_sum(&c),
-			       util_expected_root(&c));
+			       util_expected_top(&c));
 		if (CHECK_EQ_LONG(tally_counter_init(&fresh, NULL, 32), 0)) {
 			CHECK_EQ_LONG(add_on_each_cpu(&fresh, 500),
 				      tally_counter_precise_sum(&fresh));
@@ -478,7 +478,7 @@ TEST(counters_keep_counting_exactly_in_a_forked_child)
 	/* The child's adds went to its own copy of the memory. */
 	CHECK_EQ_LONG(tally_counter_precise_sum(&c), parent_sum);
 	CHECK_EQ_ULONG(tally_counter_approximate_sum(&c),
-		       util_expected_root(&c));
+		       util_expected_top(&c));
 	parent_sum += add_on_each_cpu(&c, 10);
 	CHECK_EQ_LONG(tally_counter_precise_sum(&c), parent_sum);
 	tally_counter_destroy(&c);

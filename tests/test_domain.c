@@ -34,11 +34,13 @@ TEST(shapes_of_the_documented_cpu_counts)
 		unsigned int nr, levels, arity[TALLY_MAX_LEVELS], items;
 	} table[] = {
 		{ 1, 1, { 1 }, 1 },
-		{ 2, 1, { 2 }, 1 },
-		{ 3, 2, { 2, 2 }, 3 },
-		{ 5, 3, { 2, 2, 2 }, 7 },
-		{ 8, 3, { 2, 2, 2 }, 7 },
-		{ 16, 3, { 4, 2, 2 }, 7 },
+		{ 2, 1, { 1 }, 2 },
+		{ 3, 1, { 1 }, 4 },
+		{ 5, 1, { 1 }, 8 },
+		{ 8, 1, { 1 }, 8 },
+		{ 9, 1, { 2 }, 8 },
+		{ 16, 1, { 2 }, 8 },
+		{ 17, 3, { 4, 4, 2 }, 11 },
 		{ 64, 3, { 4, 4, 4 }, 21 },
 		{ 256, 3, { 8, 8, 4 }, 37 },
 		{ 384, 3, { 8, 8, 8 }, 73 },
@@ -62,13 +64,18 @@ TEST(shapes_of_the_documented_cpu_counts)
 	}
 }
 
+/*
+ * Levels of powers of two up to 16, the top level's items (2^order /
+ * product of the arities) a root from 17 CPUs up and at most 8 below;
+ * arity 1 only for the single level of up to 8 CPUs (a top item per CPU).
+ */
 TEST(every_cpu_count_up_to_4096_gets_a_valid_shape)
 {
 	for (unsigned int nr = 1; nr <= TALLY_SIMULATED_MAX_CPUS; nr++) {
 		struct tally_domain *d = util_domain(nr);
 		unsigned int arity[TALLY_MAX_LEVELS];
 		unsigned int levels = tally_domain_shape(d, arity);
-		unsigned long prod = 1, items = 0, pow = order_pow(nr);
+		unsigned long prod = 1, items = 0, pow = order_pow(nr), top;
 		bool ok = CHECK_EQ_LONG(tally_domain_nr_cpus(d), nr) &&
 			  CHECK(tally_domain_is_simulated(d)) &&
 			  CHECK_EQ_LONG(tally_domain_grouping(d),
@@ -78,11 +85,13 @@ TEST(every_cpu_count_up_to_4096_gets_a_valid_shape)
 		for (unsigned int l = 0; ok && l < levels; l++) {
 			ok = CHECK(arity[l] <= 16) &&
 			     CHECK(!(arity[l] & (arity[l] - 1))) &&
-			     CHECK(arity[l] >= 2 || nr == 1);
+			     CHECK(arity[l] >= 2 || (levels == 1 && nr <= 8));
 			prod *= arity[l];
 			items += pow / prod;
 		}
-		ok = ok && CHECK_EQ_ULONG(prod, pow) &&
+		top = nr > 16 ? 1 : pow < 8 ? pow : 8;
+		ok = ok && CHECK_EQ_ULONG(pow % prod, 0) &&
+		     CHECK_EQ_ULONG(pow / prod, top) &&
 		     CHECK_EQ_ULONG(tally_counter_items_size(d), 64 * items);
 		tally_domain_destroy(d);
 		if (!ok) {
@@ -204,18 +213,6 @@ static bool positions_are_a_permutation(const struct tally_domain *d)
 	return ok;
 }
 
-/* The level whose items span @n leaf positions. */
-static unsigned int level_spanning(const struct tally_domain *d,
-				   unsigned long n)
-{
-	unsigned int l = 0;
-
-	while (util_span(d, l) < n)
-		l++;
-	CHECK_EQ_ULONG(util_span(d, l), n);
-	return l;
-}
-
 /* A fixture machine: which CPUs exist and which caches they share. */
 struct machine {
 	const char *fixture;
@@ -229,13 +226,14 @@ struct machine {
 /*
  * Topology grouping of @m: positions are a permutation, present CPUs come
  * first, CPUs sharing an L2 share their leaf item, leaf items never mix
- * two L3s, and at the level whose items span one L3 two CPUs share the
- * item exactly when they share the L3.
+ * two L3s, and two CPUs have positions in the same block of one L3's size
+ * (the items of a level spanning one L3, when the tree has one) exactly
+ * when they share the L3.
  */
 static void check_topology(const struct machine *m)
 {
 	struct tally_domain *d = NULL;
-	unsigned int llc_level, nr_present = 0;
+	unsigned int nr_present = 0;
 
 	REQUIRE(tally_domain_create_from_sysfs(&d, util_fixture(m->fixture),
 					       TALLY_GROUP_TOPOLOGY) == 0);
@@ -243,7 +241,6 @@ static void check_topology(const struct machine *m)
 	CHECK(tally_domain_is_simulated(d));
 	CHECK_EQ_LONG(tally_domain_grouping(d), TALLY_GROUP_TOPOLOGY);
 	positions_are_a_permutation(d);
-	llc_level = level_spanning(d, m->llc_size);
 	for (unsigned int cpu = 0; cpu < m->nr_cpus; cpu++)
 		nr_present += m->present(cpu);
 	for (unsigned int a = 0; a < m->nr_cpus; a++) {
@@ -262,8 +259,11 @@ static void check_topology(const struct machine *m)
 			same_llc = m->llc(a) == m->llc(b);
 			same_leaf = util_item_of(d, a, 0) ==
 				    util_item_of(d, b, 0);
-			same_llc_item = util_item_of(d, a, llc_level) ==
-					util_item_of(d, b, llc_level);
+			same_llc_item =
+				(unsigned long)tally_domain_cpu_position(d, a) /
+					m->llc_size ==
+				(unsigned long)tally_domain_cpu_position(d, b) /
+					m->llc_size;
 			if (!CHECK(!same_l2 || same_leaf) ||
 			    !CHECK(!same_leaf || same_llc) ||
 			    !CHECK(same_llc == same_llc_item)) {
@@ -356,6 +356,36 @@ TEST(low_bits_grouping_of_the_two_socket_fixture_ignores_packages)
 	CHECK_EQ_LONG(util_item_of(d, 0, 0), util_item_of(d, 8, 0));
 	CHECK(util_item_of(d, 0, 0) != util_item_of(d, 1, 0));
 	tally_domain_destroy(d);
+}
+
+/*
+ * 16 CPUs have 8 top items of two positions each: on smt-16 (siblings N
+ * and N + 8) both groupings give each pair of SMT siblings an item of its
+ * own, so a carry never leaves a core.
+ */
+TEST(sixteen_cpus_share_a_top_item_only_with_their_smt_sibling)
+{
+	static const enum tally_grouping groupings[] = {
+		TALLY_GROUP_TOPOLOGY, TALLY_GROUP_LOW_BITS
+	};
+
+	for (size_t i = 0; i < ARRAY_SIZE(groupings); i++) {
+		struct tally_domain *d = from_fixture("smt-16", groupings[i]);
+
+		REQUIRE(d);
+		CHECK_EQ_LONG(tally_domain_grouping(d), groupings[i]);
+		CHECK_EQ_LONG(tally_domain_shape(d, NULL), 1);
+		for (unsigned int a = 0; a < 16; a++) {
+			unsigned int item = util_item_of(d, a, 0);
+
+			for (unsigned int b = 0; b < 16; b++)
+				if (!CHECK_EQ_LONG(item == util_item_of(d, b, 0),
+						   a % 8 == b % 8))
+					harness_log("grouping %d, cpus %u %u",
+						    groupings[i], a, b);
+		}
+		tally_domain_destroy(d);
+	}
 }
 
 TEST(topology_grouping_without_topology_files_falls_back_to_low_bits)
@@ -644,6 +674,6 @@ TEST(system_domain_has_a_slot_for_every_cpu_whatever_sysfs_claims)
 	util_pin(-1);
 	CHECK_EQ_LONG(tally_counter_precise_sum(&c), sum);
 	CHECK_EQ_ULONG(tally_counter_approximate_sum(&c),
-		       util_expected_root(&c));
+		       util_expected_top(&c));
 	tally_counter_destroy(&c);
 }

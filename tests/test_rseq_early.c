@@ -71,7 +71,7 @@ TEST(updates_before_the_library_constructor_are_exact)
 	REQUIRE(counter_err == 0);
 	CHECK_EQ_LONG(tally_counter_precise_sum(&counter), 5050);
 	CHECK_EQ_ULONG(tally_counter_approximate_sum(&counter),
-		       util_expected_root(&counter));
+		       util_expected_top(&counter));
 	tally_counter_destroy(&counter);
 	tally_percpu_free(NULL, slots);
 }

@@ -8,7 +8,7 @@
  * allocate, build and destroy counters with exact sums (a lock left held
  * by a vanished thread would hang it: an alarm turns the hang into a
  * failure), and every counter it inherits must hold the tree items a quiet
- * counter holds (util_expected_root()).
+ * counter holds (util_expected_top()).
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -202,7 +202,7 @@ static void check_quiet_tree(const struct tally_counter *c, long precise)
 {
 	CHECK_EQ_LONG(tally_counter_precise_sum(c), precise);
 	CHECK_EQ_ULONG(tally_counter_approximate_sum(c),
-		       util_expected_root(c));
+		       util_expected_top(c));
 	CHECK_LE_ULONG(util_gap(c), util_under(c));
 }
 

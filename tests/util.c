@@ -62,13 +62,13 @@ long util_slot(const struct tally_counter *c, unsigned int cpu)
 	return tally_percpu_read_cpu(c->level0, cpu);
 }
 
-unsigned long util_expected_root(const struct tally_counter *c)
+unsigned long util_expected_top(const struct tally_counter *c)
 {
 	const struct tally_domain *d = c->domain;
 	unsigned int nr_cpus = tally_domain_nr_cpus(d);
 	unsigned int arity[TALLY_MAX_LEVELS];
 	unsigned int levels = tally_domain_shape(d, arity);
-	unsigned long *below, *above, step = c->batch, root;
+	unsigned long *below, *above, step = c->batch, top = 0;
 	unsigned long nr_below = 1;
 
 	/* Level-l items indexed by position / span(l); the leaves first. */
@@ -89,9 +89,11 @@ unsigned long util_expected_root(const struct tally_counter *c)
 		nr_below = nr_above;
 		step *= arity[l];
 	}
-	root = below[0];
+	/* The top level: a root, or a few items on small domains. */
+	for (unsigned long i = 0; i < nr_below; i++)
+		top += below[i];
 	free(below);
-	return root;
+	return top;
 }
 
 const char *util_fixture(const char *name)

@@ -38,13 +38,14 @@ unsigned long util_under(const struct tally_counter *c);
 unsigned long util_gap(const struct tally_counter *c);
 
 /*
- * The root a quiet counter must hold, recomputed from its per-CPU slot
- * values alone: each slot carried the multiples of the batch its value
- * crossed since 0, each item the multiples of its own step.  The result
- * does not depend on the order of the adds, so it also checks counters
- * updated concurrently.
+ * The sum of the top level's items (the root, or the few top items of a
+ * small domain) that a quiet counter must hold, recomputed from its
+ * per-CPU slot values alone: each slot carried the multiples of the batch
+ * its value crossed since 0, each item the multiples of its own step, the
+ * top items kept all.  The result does not depend on the order of the
+ * adds, so it also checks counters updated concurrently.
  */
-unsigned long util_expected_root(const struct tally_counter *c);
+unsigned long util_expected_top(const struct tally_counter *c);
 
 /* Slot of @cpu of @c (white-box: reads the level-0 per-CPU long). */
 long util_slot(const struct tally_counter *c, unsigned int cpu);

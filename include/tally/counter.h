@@ -9,13 +9,24 @@
  * atomic).  Whenever that slot crosses a multiple of the batch, the crossed
  * amount (the "carry") is added atomically to the leaf item shared by a
  * few neighbouring CPUs; that item carries on to its parent when it crosses
- * a multiple of batch x arity, and so on.  The root item is the approximate
- * sum: one load.  The precise sum adds every CPU's slot.
+ * a multiple of batch x arity, and so on.  From 17 CPUs up the top level
+ * is one root item, and the approximate sum is one load:
  *
  *   level 3 (root)                [        R        ]     approximate sum
  *   level 2                  [   i   ]           [   j   ]
  *   level 1                [ a ]   [ b ]       [ c ]   [ d ]
  *   level 0 (per CPU)     c0  c1  c2  c3      c4  c5  c6  c7
+ *
+ * Up to 16 CPUs there is no root, whose cache line every CPU's carries
+ * would share: the tree is one level of at most 8 items, each on its own
+ * line, and the approximate sum adds them (at most 8 loads).  Up to 8 CPUs
+ * each CPU has its own item; from 9 to 16 two neighbouring CPUs share one
+ * (SMT siblings when the topology is known, tally_domain_shape()):
+ *
+ *   level 1 (top, summed)   [ a ] [ b ] [ c ] [ d ]        up to 8 CPUs
+ *   level 0 (per CPU)        c0    c1    c2    c3
+ *
+ * The precise sum adds every CPU's slot.
  *
  * Accuracy.  At quiescence (no add in flight):
  *
@@ -30,16 +41,23 @@
  *	      + sum over levels l = 1 .. L-1 of
  *		items_l * batch * a_1 * ... * a_(l-1) * (a_l - 1)
  *
- * where items_l counts the level-l items that have at least one CPU.  The
+ * where items_l counts the level-l items that have at least one CPU; the
+ * top level L keeps all it receives and adds nothing.  Up to 16 CPUs L is
+ * 1 and under is the slots' share nr_cpus * (batch - 1) alone.  The
  * kernel's simpler formula batch * L * 2^order is an upper bound of it.
  * While adds are in flight the difference can exceed the bound.
  *
- *	CPUs   shape       batch   under (tally)   kernel formula
- *	   2   {2}            32              62               64
- *	  64   {4,4,4}        32            5056             6144
- *	 256   {8,8,4}        32           22272            24576
- *	 384   {8,8,8}        32           40576            49152
- *	4096   {8,8,8,8}      32          471040           524288
+ *	CPUs   shape (top items)   batch   under (tally)   kernel formula
+ *	   2   {1}       (2)          32              62               64
+ *	   4   {1}       (4)          32             124              128
+ *	   8   {1}       (8)          32             248              256
+ *	  16   {2}       (8)          32             496              512
+ *	  17   {4,4,2}   (1)          32            2063             3072
+ *	  64   {4,4,4}   (1)          32            5056             6144
+ *	 256   {8,8,4}   (1)          32           22272            24576
+ *	 384   {8,8,8}   (1)          32           40576            49152
+ *	4096   {8,8,8,8} (1)          32          471040           524288
+ *
  *
  * tally_counter_accuracy() computes the bound for any domain and batch.
  *
@@ -77,11 +95,12 @@ struct tally_counter_item {
 struct tally_counter {
 	long *level0;				/* per-CPU slot */
 	unsigned long batch;			/* power of two >= 2 */
-	struct tally_counter_item *items;	/* levels 1..L, root last */
+	struct tally_counter_item *items;	/* levels 1..L, top last */
 	struct tally_domain *domain;
 	long bias;				/* added to both sums (set) */
 	unsigned long under;			/* accuracy bound, see above */
 	unsigned int flags;
+	unsigned int nr_top;			/* top level's items (last) */
 	/* Registry of live counters, for fork. */
 	struct tally_counter *prev, *next;
 };
@@ -213,8 +232,11 @@ static inline void tally_counter_add(struct tally_counter *c, long inc)
 int tally_counter_add_cpu(struct tally_counter *c, unsigned int cpu, long inc);
 
 /**
- * tally_counter_approximate_sum() - the root item plus the bias: one load.
+ * tally_counter_approximate_sum() - the top level's items plus the bias.
  * @c: an initialized counter.
+ *
+ * One load (the root) from 17 CPUs up, at most 8 below (one line each).
+ * Thread-safe and async-signal-safe: relaxed loads, no lock.
  */
 long tally_counter_approximate_sum(const struct tally_counter *c);
 

@@ -129,6 +129,15 @@ bool tally_domain_is_simulated(const struct tally_domain *d);
  * @arity: array of %TALLY_MAX_LEVELS entries, filled with each level's
  *	arity (leaf level first); may be NULL.
  *
+ * The top level has 2^ceil(log2(nr_cpus)) / (product of the arities)
+ * items, which a counter's approximate sum adds: one root from 17 CPUs
+ * up.  Up to 16 CPUs there is one level of at most 8 items: arity 1 (an
+ * item per CPU) up to 8 CPUs, arity 2 from 9 to 16, where the two CPUs of
+ * an item are neighbours in the topology order under
+ * %TALLY_GROUP_TOPOLOGY (SMT siblings on a machine of 2-way SMT), and CPUs
+ * c and c + 8 under %TALLY_GROUP_LOW_BITS (siblings on a 16-thread x86
+ * machine as Linux numbers them).
+ *
  * Return: the number of levels above the per-CPU level (1 to
  * %TALLY_MAX_LEVELS).
  */

@@ -345,7 +345,11 @@ long tally_counter_approximate_sum(const struct tally_counter *c)
 
 void counter_prefetch(const struct tally_counter *c)
 {
-	__builtin_prefetch(&c->items[c->domain->nr_items - 1]);
+	const struct tally_counter_item *top =
+		c->items + c->domain->nr_items - c->nr_top;
+
+	for (unsigned int i = 0; i < c->nr_top; i++)
+		__builtin_prefetch(&top[i]);
 }
 
 long tally_counter_approximate_sum_positive(const struct tally_counter *c)

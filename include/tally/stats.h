@@ -397,7 +397,12 @@ int tally_stats_periodic_tick(struct tally_stats_tree *t);
  * @fenced: non-zero when updates of this tree order themselves with a fence
  *	or a sequentially consistent atomic (simulated domains,
  *	TALLY_MEMBARRIER=off, no usable membarrier()) rather than relying on
- *	the flush's membarrier().
+ *	membarrier().
+ * @barriers: process-wide barriers (membarrier()) this tree's flushes
+ *	issued: at most one per 10 ms in the process, plus one per group
+ *	destroy.
+ * @takeovers: readers that stopped waiting for a stalled flush of their
+ *	group (preempted, stopped) and ran one themselves.
  */
 struct tally_stats_info {
 	uint64_t flushes;
@@ -407,6 +412,8 @@ struct tally_stats_info {
 	uint64_t skipped;
 	uint64_t groups;
 	uint64_t fenced;
+	uint64_t barriers;
+	uint64_t takeovers;
 };
 
 /** tally_stats_tree_info() - fill @info; 0 or -EINVAL. */

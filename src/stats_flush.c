@@ -12,13 +12,14 @@
  *                                                         |      |
  *                                                         B      E
  *
- * A flush of G runs two passes over the CPUs, each CPU under flush_lock
- * alone (so flushes of other subtrees interleave with it):
+ * A flush of G runs two passes on each CPU in turn, both under one hold
+ * of flush_lock (so flushes of other subtrees interleave with it, CPU by
+ * CPU):
  *
  *   1. wait for the CPU's pushes in progress, pop its list, make the
  *      linked nodes of G's updated subtree idle (each node notes the
  *      barrier ticket it was made idle at), zero their over;
- *   2. pop again, fold G's updated subtree children first: delta = stat -
+ *   2. fold G's updated subtree children first: delta = stat -
  *      prev; local += delta; hier += delta + pending; the parent's pending
  *      += the same; unlink the nodes still idle that keep no child and
  *      that a barrier started after their idle mark has settled.
@@ -34,12 +35,15 @@
  * read that happens after an update (same thread, or synchronised with
  * it) has the update's stat store visible before its flush starts (x86's
  * stores become visible in order), and the node is still listed or
- * linked, so the flush folds it.  stats_flush_settle() issues a barrier,
+ * linked, so the flush folds it (hence no barrier between the passes
+ * either: a node an update raced with stays linked, unsettled, and a later
+ * fold reads its stat).  stats_flush_settle() issues a barrier,
  * at most once per SETTLE_NS in the process, after a flush that left
  * nodes waiting for one: such a node stays on the flush path (visited by
  * flushes of its ancestors) for at most that long plus a flush.  A
- * settled flush (destroy) takes the barrier between its passes, so that
- * every node it marked or found marked can be unlinked.
+ * settled flush (destroy) runs pass 1 on every CPU, a barrier, then pass 2
+ * on every CPU, so that every node it marked or found marked can be
+ * unlinked.
  *
  * The children-first order is a walk over the updated tree's own links
  * (leftmost leaf, next sibling's leftmost leaf, parent) that needs no
@@ -49,7 +53,7 @@
  * linked (with its ancestors); a group with a non-zero pending is linked on
  * some CPU.  Only a pop ends listed and only pass 2 ends linked, after a
  * barrier settled the idle mark: a node is never pushed twice.  Hence a
- * flush that starts after an update completed reads it (freshness).
+ * flush that starts after an update happened before reads it (freshness).
  *
  * Waiting: pass 1 must not pop before the pushes of claims that completed
  * updates relied on.  It spins briefly, then sleeps on a futex that the
@@ -65,9 +69,9 @@
  * FENCED.  Simulated domains: updates are sequentially consistent atomics,
  * marks are settled at once too.
  *
- * Cost of a flush: O(nr_cpus) pops and waits plus O(updated groups x
- * nr_stats), where the updated groups include those updated within the
- * last SETTLE_NS; no system call.  A barrier: one membarrier() per
+ * Cost of a flush: O(nr_cpus) pops, waits and lock round trips (one per
+ * CPU) plus O(updated groups x nr_stats), where the updated groups include
+ * those updated within the last SETTLE_NS; no system call.  A barrier: one membarrier() per
  * SETTLE_NS at most, whatever the flush rate.
  */
 #define _GNU_SOURCE
@@ -344,17 +348,15 @@ static struct tally_stats_group *walk_next(struct tally_stats_group *g,
 
 /* --- the two passes ----------------------------------------------------- */
 
-/* Pass 1 on one CPU: G's updated subtree made idle, thresholds cleared. */
-static void flush_mark_cpu(struct tally_stats_tree *t,
-			   struct tally_stats_group *g, unsigned int cpu,
-			   bool immediate)
+/*
+ * Pass 1 on one CPU, flush_lock held: G's updated subtree made idle (each
+ * node noting its mark), thresholds cleared.
+ */
+static void mark_cpu(struct tally_stats_group *g, unsigned int cpu,
+		     bool immediate)
 {
 	struct tally_stats_group *n, *next;
 
-	/* Claims seen by updates that completed before us are pushed. */
-	wait_for_pushes(tally_percpu_ptr(t->pushing, cpu));
-	pthread_mutex_lock(&t->flush_lock);
-	pop_updates(t, cpu);
 	for (n = walk_first(g, cpu); n; n = next) {
 		int linked = QUEUE_LINKED;
 
@@ -367,7 +369,6 @@ static void flush_mark_cpu(struct tally_stats_tree *t,
 			fpcpu_of(n, cpu)->marked = idle_mark(immediate);
 		__atomic_store_n(&n->over, 0, __ATOMIC_RELAXED);
 	}
-	pthread_mutex_unlock(&t->flush_lock);
 }
 
 /* Wrapping add of a flushed value (readers load it concurrently). */
@@ -430,24 +431,22 @@ static void prune_children(struct stats_fpcpu *fp, unsigned int cpu)
 }
 
 /*
- * Pass 2 on one CPU: fold G's updated subtree children first, then unlink
- * every group that nobody re-queued since pass 1, whose idle mark a
- * barrier settled and that keeps no linked child.  A re-queued group stays
- * linked: its new update may not be visible yet, so the next flush reads
- * it again; so does an unsettled one (the tree is left unsettled).
+ * Pass 2 on one CPU, flush_lock held: fold G's updated subtree children
+ * first, then unlink every group that nobody re-queued since pass 1, whose
+ * idle mark a barrier settled and that keeps no linked child.  A re-queued
+ * group stays linked: its new update may not be visible yet, so the next
+ * flush reads it again; so does an unsettled one (*@unsettled is set).
+ * Returns the groups visited.
  */
-static void flush_fold_cpu(struct tally_stats_tree *t,
-			   struct tally_stats_group *g, unsigned int cpu)
+static uint64_t fold_cpu(struct tally_stats_group *g, unsigned int cpu,
+			 bool *unsettled)
 {
 	struct tally_stats_group *n, *next;
-	bool moved_up = false, unsettled = false;
-	uint64_t visited = 0;
-	unsigned long done;
-
-	pthread_mutex_lock(&t->flush_lock);
 	/* Before the stat loads: the barriers up to done made them visible. */
-	done = __atomic_load_n(&barriers.done, __ATOMIC_ACQUIRE);
-	pop_updates(t, cpu);
+	unsigned long done = __atomic_load_n(&barriers.done, __ATOMIC_ACQUIRE);
+	bool moved_up = false;
+	uint64_t visited = 0;
+
 	for (n = walk_first(g, cpu); n; n = next) {
 		struct stats_fpcpu *fp = fpcpu_of(n, cpu);
 
@@ -463,7 +462,7 @@ static void flush_fold_cpu(struct tally_stats_tree *t,
 		if (mark_settled(done, fp->marked))
 			fp->linked = false;
 		else
-			unsettled = true;
+			*unsettled = true;
 	}
 	/* G's parent is not visited: unlink G from it by hand. */
 	if (visited && !fpcpu_of(g, cpu)->linked && g->parent) {
@@ -479,6 +478,31 @@ static void flush_fold_cpu(struct tally_stats_tree *t,
 	/* The parent's pending must be folded by a later flush: link it. */
 	if (moved_up)
 		link_updated(g->parent, cpu);
+	return visited;
+}
+
+/*
+ * Pass 1 (@mark), pass 2 (@fold) or both on one CPU, under one hold of
+ * flush_lock.  Both at once need no barrier between them: what an update
+ * racing with the mark hides from the fold stays linked, unsettled.
+ */
+static void flush_cpu(struct tally_stats_tree *t, struct tally_stats_group *g,
+		      unsigned int cpu, bool mark, bool fold, bool immediate)
+{
+	bool unsettled = false;
+	uint64_t visited = 0;
+
+	/* Claims seen by updates that completed before us are pushed. */
+	if (mark)
+		wait_for_pushes(tally_percpu_ptr(t->pushing, cpu));
+	pthread_mutex_lock(&t->flush_lock);
+	pop_updates(t, cpu);
+	if (mark)
+		mark_cpu(g, cpu, immediate);
+	if (mark && fold && immediate)
+		__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (fold)
+		visited = fold_cpu(g, cpu, &unsettled);
 	pthread_mutex_unlock(&t->flush_lock);
 	if (unsettled)
 		__atomic_store_n(&t->unsettled, true, __ATOMIC_RELAXED);
@@ -498,15 +522,20 @@ void stats_flush_subtree(struct tally_stats_tree *t,
 	__atomic_store_n(&g->over, 0, __ATOMIC_RELAXED);
 	if (!g->parent)
 		__atomic_store_n(&t->global_over, 0, __ATOMIC_RELAXED);
-	for (unsigned int cpu = 0; cpu < nr; cpu++)
-		flush_mark_cpu(t, g, cpu, immediate);
-	tally_inject(TALLY_INJECT_FLUSH_BETWEEN_PASSES);
-	if (immediate)
-		__atomic_thread_fence(__ATOMIC_SEQ_CST);
-	else if (settle)
+	if (settle && !immediate) {
+		for (unsigned int cpu = 0; cpu < nr; cpu++)
+			flush_cpu(t, g, cpu, true, false, false);
+		tally_inject(TALLY_INJECT_FLUSH_BETWEEN_PASSES);
 		ticketed_barrier(t);
-	for (unsigned int cpu = 0; cpu < nr; cpu++)
-		flush_fold_cpu(t, g, cpu);
+		for (unsigned int cpu = 0; cpu < nr; cpu++)
+			flush_cpu(t, g, cpu, false, true, false);
+	} else {
+		for (unsigned int cpu = 0; cpu < nr; cpu++) {
+			flush_cpu(t, g, cpu, true, true, immediate);
+			if (!cpu)
+				tally_inject(TALLY_INJECT_FLUSH_BETWEEN_PASSES);
+		}
+	}
 	stats_count_info(&t->info.flushes, 1);
 	if (!g->parent) {
 		stats_count_info(&t->info.root_flushes, 1);

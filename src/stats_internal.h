@@ -8,7 +8,8 @@
  * One concept per file, and each lock belongs to one file:
  *
  *   stats_update.c    updates: one rseq sequence, no lock, no allocation
- *   stats_flush.c     the flush engine: two passes, the barrier   flush_lock
+ *   stats_flush.c     the flush engine: two passes; the barriers
+ *                     that let groups leave the flush path        flush_lock
  *   stats_read.c      reads; the TALLY design's shared, fresh
  *                     flushes                                     coord_lock
  *   stats_designs.c   the baseline designs (Linux 6.1, seed 001,

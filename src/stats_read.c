@@ -20,12 +20,19 @@
  *     started after arrival;
  *   - otherwise runs a flush of G itself, or, when one of G is already
  *     active (started too early), queues one behind it: the first waiter
- *     to wake runs it.
+ *     to wake runs it;
+ *   - takes over when the flush it waits for takes longer than a few
+ *     times the last flush of that group (its flusher is preempted or
+ *     stopped: in userspace nothing keeps it running): it runs a flush of
+ *     G alongside, which started after its arrival.
  *
  * Invariant: a reader never flushes outside its own subtree (it runs only
  * flushes of G, never an ancestor's queued one), never returns stale, and
- * waits for at most two flushes of G.  Readers of one group share every
- * flush; readers of unrelated groups never wait for each other.
+ * waits for at most two flushes of G, or for its takeover deadline, then
+ * its own flush: never for a thread that does not run.  Readers of one
+ * group share every flush that keeps running; readers of unrelated groups
+ * never wait for each other.  Several flushes of one group may run at once
+ * (takeovers): the engine allows it, and done_stamp keeps the latest.
  */
 #define _GNU_SOURCE
 #include <errno.h>

@@ -210,7 +210,8 @@ static void ticketed_barrier(struct tally_stats_tree *t)
 	unsigned long done = __atomic_load_n(&barriers.done, __ATOMIC_RELAXED);
 
 	flush_barrier(t);
-	while (!mark_settled(done, ticket) &&
+	/* Raise done to our ticket, unless a later barrier did already. */
+	while ((long)(ticket - done) > 0 &&
 	       !__atomic_compare_exchange_n(&barriers.done, &done, ticket,
 					    false, __ATOMIC_RELEASE,
 					    __ATOMIC_RELAXED))

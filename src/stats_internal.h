@@ -73,7 +73,7 @@ struct stats_share {
 	bool active, pending;
 	unsigned int running;		/* flushes of the group, takeovers too */
 	uint64_t active_stamp, done_stamp;
-	uint64_t last_ns;		/* how long its last flush took */
+	uint64_t flush_ns;		/* what a flush of it takes, unpreempted */
 	pthread_cond_t cond;
 };
 

@@ -22,7 +22,7 @@
  *     active (started too early), queues one behind it: the first waiter
  *     to wake runs it;
  *   - takes over when the flush it waits for takes longer than a few
- *     times the last flush of that group (its flusher is preempted or
+ *     times what a flush of that group takes (its flusher is preempted or
  *     stopped: in userspace nothing keeps it running): it runs a flush of
  *     G alongside, which started after its arrival.
  *
@@ -43,8 +43,8 @@
 
 /*
  * A reader waits for a flush it could join for TAKEOVER_FACTOR times what
- * the last flush of that group took, within [MIN, MAX]; then it flushes
- * its group itself.  In userspace a flusher can be preempted or stopped
+ * a flush of that group takes (note_flush_time()), within [MIN, MAX]; then
+ * it flushes its group itself.  In userspace a flusher can be preempted or stopped
  * at any point: a waiter must not depend on it running again.
  */
 #define TAKEOVER_FACTOR 4
@@ -61,6 +61,19 @@ static bool over_threshold(const struct tally_stats_group *g)
 }
 
 /* --- TALLY design ------------------------------------------------------- */
+
+/*
+ * What a flush of the group takes when its flusher keeps running: the
+ * lower envelope of the measured times, which follows a faster flush at
+ * once and a slower one by 1/8 per flush, so that a flush that was
+ * preempted (and took milliseconds) does not stretch the takeover wait.
+ */
+static void note_flush_time(struct stats_share *s, uint64_t ns)
+{
+	uint64_t grown = s->flush_ns + s->flush_ns / 8 + 1;
+
+	s->flush_ns = ns < grown ? ns : grown;
+}
 
 /*
  * Run a flush of @a; coord_lock held, dropped during the flush.  @shared:
@@ -81,7 +94,7 @@ static void run_flush(struct tally_stats_tree *t, struct tally_stats_group *a,
 	pthread_mutex_unlock(&t->coord_lock);
 	stats_flush_subtree(t, a, false);
 	pthread_mutex_lock(&t->coord_lock);
-	a->share.last_ns = stats_mono_ns() - start;
+	note_flush_time(&a->share, stats_mono_ns() - start);
 	a->share.running--;
 	if (a->share.done_stamp < stamp)
 		a->share.done_stamp = stamp;
@@ -92,11 +105,11 @@ static void run_flush(struct tally_stats_tree *t, struct tally_stats_group *a,
 
 /*
  * Until when a reader waits for the flush of @a before it takes over: a
- * few times what a flush of @a takes, when its flusher keeps running.
+ * few times what a flush of @a takes when its flusher keeps running.
  */
 static struct timespec takeover_deadline(const struct tally_stats_group *a)
 {
-	uint64_t wait = TAKEOVER_FACTOR * a->share.last_ns;
+	uint64_t wait = TAKEOVER_FACTOR * a->share.flush_ns;
 	uint64_t at = stats_mono_ns() +
 		      (wait < TAKEOVER_MIN_NS ? TAKEOVER_MIN_NS :
 		       wait > TAKEOVER_MAX_NS ? TAKEOVER_MAX_NS : wait);

@@ -21,6 +21,11 @@
  *              apart from siblings); a fresh tree (tally design) per run,
  *              runs interleaved, median.  If the cost per create grows in
  *              proportion to N, creating N groups costs O(N^2).
+ *   flush      us per forced flush of the root after updates, on simulated
+ *              domains: 1,000 groups (25 x 40) with 4 updates each on 64
+ *              CPUs, 2,000 groups (50 x 40) with 8 updates each on 384
+ *              CPUs, each update on a random CPU; best of 30 (the flush
+ *              engine's cost, not the sharing).
  *   readers    seed 001's test scaled to 2 cores.  A 50 x 5 tree; writers
  *              update random stats of random leaves in a tight loop; R
  *              reader threads per CPU sleep until their next period P
@@ -45,10 +50,10 @@
  *              way, in the busy 100 x 100 tree and in a 10-group tree, the
  *              same writers updating every other leaf.
  *
- * --only runs some of the sections, still in this order.  Sections 3 and
- * 5 (its small tree) build a fresh tree per phase; the four 100 x 100
- * trees are built once, before any of them is freed, and serve sections 4
- * and 5.  Every phase runs the tree's periodic flusher (2 s), as the kernel
+ * --only runs some of the sections, still in this order.  Sections 4 and
+ * 6 (its small tree) build a fresh tree per phase; the four 100 x 100
+ * trees are built once, before any of them is freed, and serve sections 5
+ * and 6.  Every phase runs the tree's periodic flusher (2 s), as the kernel
  * has one.  Latencies are taken around the read call with CLOCK_MONOTONIC;
  * on 2 cores they include waiting for a CPU.  Threads get small stacks, so
  * that 10,000 readers fit; if some cannot be created the phase runs with
@@ -65,6 +70,7 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include <tally/domain.h>
 #include <tally/stats.h>
 #include "bench.h"
 #include "latency.h"
@@ -127,7 +133,7 @@ static const struct create_shape {
 #define NR_CREATE_SHAPES ARRAY_SIZE(create_shapes)
 
 /*
- * Section 3's rows.  Seed 001's test ran 10,000 readers on 384 CPUs, 26
+ * Section 4's rows.  Seed 001's test ran 10,000 readers on 384 CPUs, 26
  * per CPU: the faithful rows keep that many per CPU this process may run
  * on, at each period; the overload row runs 500 per CPU (what 1,000
  * readers are on 2 CPUs) at the first period.
@@ -215,11 +221,12 @@ struct run {
 	struct phase_result alone[NR_DESIGNS];
 	struct unrelated_result un[NR_DESIGNS];
 	struct lat_hist quiet[NR_DESIGNS][2];	/* busy, small */
-	struct tree_set big[NR_DESIGNS];	/* sections 4 and 5 */
+	struct tree_set big[NR_DESIGNS];	/* sections 5 and 6 */
 };
 
 static int bench_update(struct run *r);
 static int bench_create(struct run *r);
+static int bench_flush(struct run *r);
 static int bench_readers(struct run *r);
 static int bench_unrelated(struct run *r);
 static int bench_quiet(struct run *r);
@@ -232,6 +239,8 @@ static const struct section {
 } sections[] = {
 	{ "update", "ns per update, groups 1 to 8 levels deep", bench_update },
 	{ "create", "us per group create, 1000 to 16000 groups", bench_create },
+	{ "flush", "us per forced root flush, 64 and 384 simulated CPUs",
+	  bench_flush },
 	{ "readers", "readers under load: latency, stale reads",
 	  bench_readers },
 	{ "unrelated", "two readers of unrelated subtrees", bench_unrelated },
@@ -1001,7 +1010,106 @@ static int bench_create(struct run *r)
 	return 0;
 }
 
-/* ---- 3. readers under load ----------------------------------------------- */
+/* ---- 3. flush cost -------------------------------------------------------- */
+
+static const struct flush_shape {
+	unsigned int cpus, groups, updates;
+} flush_shapes[] = {
+	{ 64, 1000, 4 },
+	{ 384, 2000, 8 },
+};
+#define FLUSH_FANOUT 40
+#define FLUSH_REPS 30
+
+/*
+ * Best of FLUSH_REPS forced root flushes of @sh's tree, each after every
+ * leaf got its updates on random CPUs.  Return: us, or -1.
+ */
+static double flush_best(const struct flush_shape *sh)
+{
+	unsigned int mids = (sh->groups + FLUSH_FANOUT - 1) / FLUSH_FANOUT;
+	struct tally_stats_group **g = calloc(sh->groups + mids, sizeof(*g));
+	struct tally_stats_options o = { .design = designs[0] };
+	struct tally_stats_tree *t = NULL;
+	struct tally_domain *d = NULL;
+	uint64_t rng = SEED, best = UINT64_MAX;
+	int err = g ? 0 : -ENOMEM;
+
+	if (!err)
+		err = tally_domain_create_simulated(&d, sh->cpus,
+						    TALLY_GROUP_LOW_BITS);
+	o.domain = d;
+	if (!err)
+		err = tally_stats_tree_create(&t, schema, NR_STATS, &o);
+	for (unsigned int i = 0; !err && i < mids + sh->groups; i++) {
+		char name[16];
+
+		snprintf(name, sizeof(name), "g%u", i);
+		err = tally_stats_group_create(i < mids ? tally_stats_root(t) :
+					       g[(i - mids) / FLUSH_FANOUT],
+					       name, &g[i]);
+	}
+	for (unsigned int rep = 0; !err && rep < FLUSH_REPS; rep++) {
+		uint64_t start;
+
+		for (unsigned int i = mids; i < mids + sh->groups; i++)
+			for (unsigned int k = 0; k < sh->updates; k++) {
+				uint64_t x = bench_rand(&rng);
+
+				tally_stats_mod_cpu(g[i], below(x, sh->cpus),
+						    below(x >> 32, NR_STATS),
+						    1);
+			}
+		start = bench_now_ns();
+		tally_stats_flush(tally_stats_root(t));
+		if (bench_now_ns() - start < best)
+			best = bench_now_ns() - start;
+	}
+	tally_stats_tree_destroy(t);
+	tally_domain_destroy(d);
+	free(g);
+	if (err) {
+		fprintf(stderr, "tally: cannot build the flush tree: %s\n",
+			strerror(-err));
+		return -1;
+	}
+	return (double)best / NS_PER_US;
+}
+
+static int bench_flush(struct run *r)
+{
+	struct bench_json *w = &r->json;
+
+	fprintf(r->out,
+		"\n3. flush: us per forced flush of the root after every leaf got\n"
+		"   its updates on random CPUs (%s design, simulated CPUs, groups\n"
+		"   %u to a parent), best of %u\n",
+		design_name(0), FLUSH_FANOUT, FLUSH_REPS);
+	fprintf(r->out, "%6s %8s %8s %10s\n", "CPUs", "groups", "updates",
+		"us/flush");
+	bench_json_begin(w, "flush", '[', false);
+	for (unsigned int i = 0; i < ARRAY_SIZE(flush_shapes); i++) {
+		const struct flush_shape *sh = &flush_shapes[i];
+		double us_per = flush_best(sh);
+
+		if (us_per < 0) {
+			bench_json_end(w);
+			return -1;
+		}
+		fprintf(r->out, "%6u %8u %8u %10.1f\n", sh->cpus, sh->groups,
+			sh->updates, us_per);
+		bench_json_begin(w, NULL, '{', true);
+		bench_json_int(w, "cpus", sh->cpus);
+		bench_json_int(w, "groups", sh->groups);
+		bench_json_int(w, "updates_per_group", sh->updates);
+		bench_json_double(w, "us_per_flush", us_per);
+		bench_json_end(w);
+	}
+	bench_json_end(w);
+	return 0;
+}
+
+/* ---- 4. readers under load ----------------------------------------------- */
 
 /*
  * One phase on a fresh 50 x 5 tree: the writers, the checkers and
@@ -1190,7 +1298,7 @@ static int bench_readers(struct run *r)
 	int err = 0;
 
 	fprintf(r->out,
-		"\n3. readers under load: 50 x 5 tree (%u groups), %u writers (tight loop,\n"
+		"\n4. readers under load: 50 x 5 tree (%u groups), %u writers (tight loop,\n"
 		"   random leaves), %u checkers (+1 then a forced read of leaf, parent or\n"
 		"   root, every %llu ms), R readers per CPU (%u CPUs) each reading a random\n"
 		"   group's snapshot every P ms with TALLY_FLUSH_IF_NEEDED: %u per CPU as\n"
@@ -1230,7 +1338,7 @@ static int bench_readers(struct run *r)
 	return 0;
 }
 
-/* ---- 4. readers of unrelated subtrees ------------------------------------ */
+/* ---- 5. readers of unrelated subtrees ------------------------------------ */
 
 static const unsigned int unrelated_a[2] = { UNRELATED_1, UNRELATED_2 };
 
@@ -1325,7 +1433,7 @@ static void unrelated_report(struct run *r)
 	bench_json_end(w);
 }
 
-/* The 100 x 100 trees of sections 4 and 5, built by the first to run. */
+/* The 100 x 100 trees of sections 5 and 6, built by the first to run. */
 static int build_big_trees(struct run *r)
 {
 	int err = 0;
@@ -1342,7 +1450,7 @@ static int bench_unrelated(struct run *r)
 	int err = 0;
 
 	fprintf(r->out,
-		"\n4. unrelated readers: 100 x 100 tree (%u groups), %u writers on every\n"
+		"\n5. unrelated readers: 100 x 100 tree (%u groups), %u writers on every\n"
 		"   leaf; two readers read /a%u and /a%u with TALLY_FLUSH_FORCE, pausing\n"
 		"   200 us to 1 ms between reads; %.1f s; 'worse p99' is the worse\n"
 		"   reader's, x that / tally's\n",
@@ -1357,7 +1465,7 @@ static int bench_unrelated(struct run *r)
 	return err;
 }
 
-/* ---- 5. a quiet group in a busy tree ------------------------------------- */
+/* ---- 6. a quiet group in a busy tree ------------------------------------- */
 
 static const struct {
 	unsigned int fan_a, fan_b, quiet;
@@ -1458,7 +1566,7 @@ static int bench_quiet(struct run *r)
 	int err;
 
 	fprintf(r->out,
-		"\n5. quiet group: reads of a leaf without updates with TALLY_FLUSH_FORCE,\n"
+		"\n6. quiet group: reads of a leaf without updates with TALLY_FLUSH_FORCE,\n"
 		"   pausing 200 us to 1 ms, while %u writers update every other leaf, in\n"
 		"   a busy 100 x 100 tree and in a 3 x 2 tree; %.1f s each; ratio busy/small\n",
 		NR_WRITERS, (double)scaled_ns(r, QUIET_MS) / 1e9);
@@ -1487,7 +1595,7 @@ static unsigned int usable_cpus(void)
 }
 
 /*
- * Section 3's rows: the faithful load at each period, then the overload
+ * Section 4's rows: the faithful load at each period, then the overload
  * at the first.  Return: 0, or -1 when a row needs more than MAX_READERS.
  */
 static int plan_readers_rows(struct run *r)

@@ -71,8 +71,8 @@
  *
  * Cost of a flush: O(nr_cpus) pops, waits and lock round trips (one per
  * CPU) plus O(updated groups x nr_stats), where the updated groups include
- * those updated within the last SETTLE_NS; no system call.  A barrier: one membarrier() per
- * SETTLE_NS at most, whatever the flush rate.
+ * those updated within the last SETTLE_NS; no system call.  A barrier:
+ * one membarrier() per SETTLE_NS at most, whatever the flush rate.
  */
 #define _GNU_SOURCE
 #include <errno.h>

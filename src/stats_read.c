@@ -44,8 +44,8 @@
 /*
  * A reader waits for a flush it could join for TAKEOVER_FACTOR times what
  * a flush of that group takes (note_flush_time()), within [MIN, MAX]; then
- * it flushes its group itself.  In userspace a flusher can be preempted or stopped
- * at any point: a waiter must not depend on it running again.
+ * it flushes its group itself.  In userspace a flusher can be preempted or
+ * stopped at any point: a waiter must not depend on it running again.
  */
 #define TAKEOVER_FACTOR 4
 #define TAKEOVER_MIN_NS 200000ull

@@ -674,11 +674,12 @@ static bool returned_within(struct takeover_run *r, double secs)
 
 /*
  * A reader's flush of a group stops half way (after its first CPU), as a
- * flusher that is preempted or SIGSTOPped there would.  A second forced read of the
- * group, of an update made after that flush began, must not wait for it:
- * the reader takes the flush over (runs one of its own) and returns the
- * update while the first flusher is still stopped.  Before takeovers, it
- * waited for the stopped flusher (here: until the test gave up).
+ * flusher that is preempted or SIGSTOPped there would.  A second forced
+ * read of the group, of an update made after that flush began, must not
+ * wait for it: the reader takes the flush over (runs one of its own) and
+ * returns the update while the first flusher is still stopped.  Before
+ * takeovers, it waited for the stopped flusher (here: until the test gave
+ * up).
  */
 TEST(reader_takes_over_a_flush_whose_flusher_is_stopped)
 {

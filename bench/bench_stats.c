@@ -21,12 +21,20 @@
  *              apart from siblings); a fresh tree (tally design) per run,
  *              runs interleaved, median.  If the cost per create grows in
  *              proportion to N, creating N groups costs O(N^2).
+ *   flush      us per forced flush of the root after updates, on simulated
+ *              domains: 1,000 groups (25 x 40) with 4 updates each on 64
+ *              CPUs, 2,000 groups (50 x 40) with 8 updates each on 384
+ *              CPUs, each update on a random CPU; best of 30 (the flush
+ *              engine's cost, not the sharing).
  *   readers    seed 001's test scaled to 2 cores.  A 50 x 5 tree; writers
  *              update random stats of random leaves in a tight loop; R
- *              reader threads (default 1000) sleep until their next period
- *              P (10 ms, then 100 ms; absolute deadlines, random start
- *              phase) and read the snapshot of a random group with
- *              TALLY_FLUSH_IF_NEEDED, what memory.stat readers get.
+ *              reader threads per CPU sleep until their next period P
+ *              (absolute deadlines, random start phase) and read the
+ *              snapshot of a random group with TALLY_FLUSH_IF_NEEDED, what
+ *              memory.stat readers get.  Faithful rows: 26 per CPU, the
+ *              seed's 10,000 readers on 384 CPUs, at 10 and 100 ms; one
+ *              overload row: 500 per CPU (1,000 readers on 2 CPUs) at
+ *              10 ms.
  *              Checker threads each own a stat and a leaf: every
  *              millisecond they add 1, then read the stat back with
  *              TALLY_FLUSH_FORCE from the leaf, its parent or the root; a
@@ -42,10 +50,10 @@
  *              way, in the busy 100 x 100 tree and in a 10-group tree, the
  *              same writers updating every other leaf.
  *
- * --only runs some of the sections, still in this order.  Sections 3 and
- * 5 (its small tree) build a fresh tree per phase; the four 100 x 100
- * trees are built once, before any of them is freed, and serve sections 4
- * and 5.  Every phase runs the tree's periodic flusher (2 s), as the kernel
+ * --only runs some of the sections, still in this order.  Sections 4 and
+ * 6 (its small tree) build a fresh tree per phase; the four 100 x 100
+ * trees are built once, before any of them is freed, and serve sections 5
+ * and 6.  Every phase runs the tree's periodic flusher (2 s), as the kernel
  * has one.  Latencies are taken around the read call with CLOCK_MONOTONIC;
  * on 2 cores they include waiting for a CPU.  Threads get small stacks, so
  * that 10,000 readers fit; if some cannot be created the phase runs with
@@ -56,11 +64,13 @@
 #include <getopt.h>
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
 
+#include <tally/domain.h>
 #include <tally/stats.h>
 #include "bench.h"
 #include "latency.h"
@@ -122,8 +132,24 @@ static const struct create_shape {
 };
 #define NR_CREATE_SHAPES ARRAY_SIZE(create_shapes)
 
-static const unsigned int periods_ms[] = { 10, 100 };
-#define NR_PERIODS ARRAY_SIZE(periods_ms)
+/*
+ * Section 4's rows.  Seed 001's test ran 10,000 readers on 384 CPUs, 26
+ * per CPU: the faithful rows keep that many per CPU this process may run
+ * on, at each period; the overload row runs 500 per CPU (what 1,000
+ * readers are on 2 CPUs) at the first period.
+ */
+#define DEFAULT_READERS_PER_CPU 26
+#define DEFAULT_OVERLOAD_PER_CPU 500
+#define MAX_PERIODS 4
+#define MAX_ROWS (MAX_PERIODS + 1)
+static const unsigned int default_periods_ms[] = { 10, 100 };
+
+struct readers_row {
+	unsigned int readers;		/* in all */
+	unsigned int per_cpu;
+	unsigned int period_ms;
+	bool overload;
+};
 
 /* Tree shapes. */
 #define READERS_A 50
@@ -179,7 +205,11 @@ struct unrelated_result {
 /* One invocation: options, outputs and the figures of the sections. */
 struct run {
 	const char *json_path;
-	unsigned int readers;
+	unsigned int readers_per_cpu, overload_per_cpu;
+	unsigned int periods_ms[MAX_PERIODS], nr_periods;
+	unsigned int nr_cpus;		/* the CPUs this process may run on */
+	struct readers_row rows[MAX_ROWS];
+	unsigned int nr_rows;
 	double scale;
 	bool quick;
 	unsigned int only;		/* bit i: sections[i] runs */
@@ -187,15 +217,16 @@ struct run {
 	unsigned int create_reps;
 	FILE *out;
 	struct bench_json json;
-	struct readers_result rd[NR_DESIGNS][NR_PERIODS];
+	struct readers_result rd[NR_DESIGNS][MAX_ROWS];
 	struct phase_result alone[NR_DESIGNS];
 	struct unrelated_result un[NR_DESIGNS];
 	struct lat_hist quiet[NR_DESIGNS][2];	/* busy, small */
-	struct tree_set big[NR_DESIGNS];	/* sections 4 and 5 */
+	struct tree_set big[NR_DESIGNS];	/* sections 5 and 6 */
 };
 
 static int bench_update(struct run *r);
 static int bench_create(struct run *r);
+static int bench_flush(struct run *r);
 static int bench_readers(struct run *r);
 static int bench_unrelated(struct run *r);
 static int bench_quiet(struct run *r);
@@ -208,6 +239,8 @@ static const struct section {
 } sections[] = {
 	{ "update", "ns per update, groups 1 to 8 levels deep", bench_update },
 	{ "create", "us per group create, 1000 to 16000 groups", bench_create },
+	{ "flush", "us per forced root flush, 64 and 384 simulated CPUs",
+	  bench_flush },
 	{ "readers", "readers under load: latency, stale reads",
 	  bench_readers },
 	{ "unrelated", "two readers of unrelated subtrees", bench_unrelated },
@@ -218,8 +251,9 @@ static const struct section {
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: tally bench stats [--json FILE] [--only LIST] [--readers N]\n"
-		"                         [--duration-scale X | --quick]\n"
+		"usage: tally bench stats [--json FILE] [--only LIST]\n"
+		"                         [--readers-per-cpu N] [--overload-per-cpu N]\n"
+		"                         [--periods LIST] [--duration-scale X | --quick]\n"
 		"\n"
 		"Compare the statistics tree's flushing designs (tally, linux61,\n"
 		"seed001, linux68): update cost by depth, group creation cost as the\n"
@@ -237,8 +271,13 @@ static void usage(FILE *f)
 	fprintf(f,
 		"                        e.g. --only update,create compares the update and\n"
 		"                        create costs of two builds in about 20 s\n"
-		"  --readers N           reader threads of the readers section\n"
-		"                        (default 1000; 10000 as in seed 001's test)\n"
+		"  --readers-per-cpu N   reader threads per CPU of the readers section's\n"
+		"                        faithful rows (default 26: seed 001's 10,000\n"
+		"                        readers on 384 CPUs)\n"
+		"  --overload-per-cpu N  reader threads per CPU of its overload row, run at\n"
+		"                        the first period (default 500; 0: no such row)\n"
+		"  --periods LIST        the readers' periods in ms, a faithful row each\n"
+		"                        (default 10,100; at most 4)\n"
 		"  --duration-scale X    multiply every phase's duration by X (0.01 to 100)\n"
 		"  --quick               short runs (about 30 s): a quick look, noisier\n"
 		"  -h, --help            show this help\n");
@@ -267,7 +306,9 @@ static int parse_options(struct run *r, int argc, char **argv)
 	static const struct option longopts[] = {
 		{ "json", required_argument, NULL, 'j' },
 		{ "only", required_argument, NULL, 'o' },
-		{ "readers", required_argument, NULL, 'r' },
+		{ "readers-per-cpu", required_argument, NULL, 'r' },
+		{ "overload-per-cpu", required_argument, NULL, 'v' },
+		{ "periods", required_argument, NULL, 'p' },
 		{ "duration-scale", required_argument, NULL, 's' },
 		{ "quick", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
@@ -276,9 +317,12 @@ static int parse_options(struct run *r, int argc, char **argv)
 	bool scaled = false;
 	unsigned int nr;
 	char *end;
-	int opt;
+	int opt, n;
 
-	r->readers = 1000;
+	r->readers_per_cpu = DEFAULT_READERS_PER_CPU;
+	r->overload_per_cpu = DEFAULT_OVERLOAD_PER_CPU;
+	r->nr_periods = ARRAY_SIZE(default_periods_ms);
+	memcpy(r->periods_ms, default_periods_ms, sizeof(default_periods_ms));
 	r->scale = 1;
 	r->only = (1u << NR_SECTIONS) - 1;
 	optind = 0;	/* full reset: the caller may have parsed already */
@@ -295,8 +339,21 @@ static int parse_options(struct run *r, int argc, char **argv)
 		case 'r':
 			if (bench_parse_list(optarg, &nr, 1, 1,
 					     MAX_READERS) != 1)
-				return bad_value("--readers", optarg);
-			r->readers = nr;
+				return bad_value("--readers-per-cpu", optarg);
+			r->readers_per_cpu = nr;
+			break;
+		case 'v':
+			if (bench_parse_list(optarg, &nr, 1, 0,
+					     MAX_READERS) != 1)
+				return bad_value("--overload-per-cpu", optarg);
+			r->overload_per_cpu = nr;
+			break;
+		case 'p':
+			n = bench_parse_list(optarg, r->periods_ms, MAX_PERIODS,
+					     1, 10000);
+			if (n < 0)
+				return bad_value("--periods", optarg);
+			r->nr_periods = (unsigned int)n;
 			break;
 		case 's':
 			errno = 0;
@@ -953,7 +1010,106 @@ static int bench_create(struct run *r)
 	return 0;
 }
 
-/* ---- 3. readers under load ----------------------------------------------- */
+/* ---- 3. flush cost -------------------------------------------------------- */
+
+static const struct flush_shape {
+	unsigned int cpus, groups, updates;
+} flush_shapes[] = {
+	{ 64, 1000, 4 },
+	{ 384, 2000, 8 },
+};
+#define FLUSH_FANOUT 40
+#define FLUSH_REPS 30
+
+/*
+ * Best of FLUSH_REPS forced root flushes of @sh's tree, each after every
+ * leaf got its updates on random CPUs.  Return: us, or -1.
+ */
+static double flush_best(const struct flush_shape *sh)
+{
+	unsigned int mids = (sh->groups + FLUSH_FANOUT - 1) / FLUSH_FANOUT;
+	struct tally_stats_group **g = calloc(sh->groups + mids, sizeof(*g));
+	struct tally_stats_options o = { .design = designs[0] };
+	struct tally_stats_tree *t = NULL;
+	struct tally_domain *d = NULL;
+	uint64_t rng = SEED, best = UINT64_MAX;
+	int err = g ? 0 : -ENOMEM;
+
+	if (!err)
+		err = tally_domain_create_simulated(&d, sh->cpus,
+						    TALLY_GROUP_LOW_BITS);
+	o.domain = d;
+	if (!err)
+		err = tally_stats_tree_create(&t, schema, NR_STATS, &o);
+	for (unsigned int i = 0; !err && i < mids + sh->groups; i++) {
+		char name[16];
+
+		snprintf(name, sizeof(name), "g%u", i);
+		err = tally_stats_group_create(i < mids ? tally_stats_root(t) :
+					       g[(i - mids) / FLUSH_FANOUT],
+					       name, &g[i]);
+	}
+	for (unsigned int rep = 0; !err && rep < FLUSH_REPS; rep++) {
+		uint64_t start;
+
+		for (unsigned int i = mids; i < mids + sh->groups; i++)
+			for (unsigned int k = 0; k < sh->updates; k++) {
+				uint64_t x = bench_rand(&rng);
+
+				tally_stats_mod_cpu(g[i], below(x, sh->cpus),
+						    below(x >> 32, NR_STATS),
+						    1);
+			}
+		start = bench_now_ns();
+		tally_stats_flush(tally_stats_root(t));
+		if (bench_now_ns() - start < best)
+			best = bench_now_ns() - start;
+	}
+	tally_stats_tree_destroy(t);
+	tally_domain_destroy(d);
+	free(g);
+	if (err) {
+		fprintf(stderr, "tally: cannot build the flush tree: %s\n",
+			strerror(-err));
+		return -1;
+	}
+	return (double)best / NS_PER_US;
+}
+
+static int bench_flush(struct run *r)
+{
+	struct bench_json *w = &r->json;
+
+	fprintf(r->out,
+		"\n3. flush: us per forced flush of the root after every leaf got\n"
+		"   its updates on random CPUs (%s design, simulated CPUs, groups\n"
+		"   %u to a parent), best of %u\n",
+		design_name(0), FLUSH_FANOUT, FLUSH_REPS);
+	fprintf(r->out, "%6s %8s %8s %10s\n", "CPUs", "groups", "updates",
+		"us/flush");
+	bench_json_begin(w, "flush", '[', false);
+	for (unsigned int i = 0; i < ARRAY_SIZE(flush_shapes); i++) {
+		const struct flush_shape *sh = &flush_shapes[i];
+		double us_per = flush_best(sh);
+
+		if (us_per < 0) {
+			bench_json_end(w);
+			return -1;
+		}
+		fprintf(r->out, "%6u %8u %8u %10.1f\n", sh->cpus, sh->groups,
+			sh->updates, us_per);
+		bench_json_begin(w, NULL, '{', true);
+		bench_json_int(w, "cpus", sh->cpus);
+		bench_json_int(w, "groups", sh->groups);
+		bench_json_int(w, "updates_per_group", sh->updates);
+		bench_json_double(w, "us_per_flush", us_per);
+		bench_json_end(w);
+	}
+	bench_json_end(w);
+	return 0;
+}
+
+/* ---- 4. readers under load ----------------------------------------------- */
 
 /*
  * One phase on a fresh 50 x 5 tree: the writers, the checkers and
@@ -1012,15 +1168,18 @@ static double writer_rate(const struct phase_result *p)
 
 static void readers_json(struct run *r, unsigned int d, unsigned int p)
 {
+	const struct readers_row *row = &r->rows[p];
 	const struct readers_result *x = &r->rd[d][p];
 	const struct lat_hist *h = &x->hist;
 	struct bench_json *w = &r->json;
 
 	bench_json_begin(w, NULL, '{', true);
 	bench_json_string(w, "design", design_name(d));
-	bench_json_int(w, "readers", r->readers);
+	bench_json_string(w, "load", row->overload ? "overload" : "faithful");
+	bench_json_int(w, "readers", row->readers);
+	bench_json_int(w, "readers_per_cpu", row->per_cpu);
 	bench_json_int(w, "readers_started", x->with.readers_started);
-	bench_json_int(w, "period_ms", periods_ms[p]);
+	bench_json_int(w, "period_ms", row->period_ms);
 	bench_json_string(w, "read_mode", "if_needed");
 	bench_json_int(w, "reads", (long long)h->count);
 	bench_json_begin(w, "buckets", '{', true);
@@ -1052,25 +1211,35 @@ static void readers_json(struct run *r, unsigned int d, unsigned int p)
 	bench_json_end(w);
 }
 
+/* "26/cpu 10ms": the row's load and period. */
+static const char *row_title(const struct readers_row *row, char *buf,
+			     size_t len)
+{
+	snprintf(buf, len, "%u/cpu %ums", row->per_cpu, row->period_ms);
+	return buf;
+}
+
 static void readers_report(struct run *r)
 {
 	static const char *const band_title[NR_BANDS] = {
 		"<100us", "100us-1ms", "1-10ms", "10-100ms", ">=100ms"
 	};
+	char title[32];
 
-	fprintf(r->out, "%-6s %-8s %8s", "period", "design", "reads");
+	fprintf(r->out, "%-13s %-8s %8s", "readers", "design", "reads");
 	for (unsigned int b = 0; b < NR_BANDS; b++)
 		fprintf(r->out, " %9s", band_title[b]);
 	fprintf(r->out, " %9s %9s %9s %9s %7s\n", "p50 us", "p99 us",
 		"p99.9 us", "max us", "p99 x");
-	for (unsigned int p = 0; p < NR_PERIODS; p++) {
+	for (unsigned int p = 0; p < r->nr_rows; p++) {
 		double tally_p99 = lat_hist_percentile(&r->rd[0][p].hist, 0.99);
 
+		row_title(&r->rows[p], title, sizeof(title));
 		for (unsigned int d = 0; d < NR_DESIGNS; d++) {
 			const struct lat_hist *h = &r->rd[d][p].hist;
 			double all = h->count ? (double)h->count : 1;
 
-			fprintf(r->out, "%4ums %-8s %8llu", periods_ms[p],
+			fprintf(r->out, "%-13s %-8s %8llu", title,
 				design_name(d), (unsigned long long)h->count);
 			for (unsigned int b = 0; b < NR_BANDS; b++)
 				fprintf(r->out, " %8.2f%%",
@@ -1083,13 +1252,14 @@ static void readers_report(struct run *r)
 				lat_hist_percentile(h, 0.99) / tally_p99);
 		}
 	}
-	fprintf(r->out, "(p99 x: p99 / tally's p99 at the same period)\n");
-	fprintf(r->out, "\n%-6s %-8s %13s %9s %9s %8s %6s %8s %9s %9s %6s\n",
-		"period", "design", "stale/checks", "forced", "forced",
+	fprintf(r->out, "(p99 x: p99 / tally's p99 in the same row)\n");
+	fprintf(r->out, "\n%-13s %-8s %13s %9s %9s %8s %6s %8s %9s %9s %6s\n",
+		"readers", "design", "stale/checks", "forced", "forced",
 		"flushes", "root", "skipped", "writers", "no", "ratio");
-	fprintf(r->out, "%-6s %-8s %13s %9s %9s %8s %6s %8s %9s %9s\n", "",
+	fprintf(r->out, "%-13s %-8s %13s %9s %9s %8s %6s %8s %9s %9s\n", "",
 		"", "", "p50 us", "p99 us", "", "", "", "Mops/s", "readers");
-	for (unsigned int p = 0; p < NR_PERIODS; p++) {
+	for (unsigned int p = 0; p < r->nr_rows; p++) {
+		row_title(&r->rows[p], title, sizeof(title));
 		for (unsigned int d = 0; d < NR_DESIGNS; d++) {
 			const struct phase_result *x = &r->rd[d][p].with;
 			double alone = writer_rate(&r->alone[d]);
@@ -1099,8 +1269,8 @@ static void readers_report(struct run *r)
 				 (unsigned long long)x->stale,
 				 (unsigned long long)x->checks);
 			fprintf(r->out,
-				"%4ums %-8s %13s %9.1f %9.1f %8llu %6llu %8llu %9.1f %9.1f %6.2f\n",
-				periods_ms[p], design_name(d), sc,
+				"%-13s %-8s %13s %9.1f %9.1f %8llu %6llu %8llu %9.1f %9.1f %6.2f\n",
+				title, design_name(d), sc,
 				us(lat_hist_percentile(&x->forced, 0.5)),
 				us(lat_hist_percentile(&x->forced, 0.99)),
 				(unsigned long long)x->info.flushes,
@@ -1128,39 +1298,47 @@ static int bench_readers(struct run *r)
 	int err = 0;
 
 	fprintf(r->out,
-		"\n3. readers under load: 50 x 5 tree (%u groups), %u writers (tight loop,\n"
+		"\n4. readers under load: 50 x 5 tree (%u groups), %u writers (tight loop,\n"
 		"   random leaves), %u checkers (+1 then a forced read of leaf, parent or\n"
-		"   root, every %llu ms), %u readers each reading a random group's snapshot\n"
-		"   every P ms with TALLY_FLUSH_IF_NEEDED; %.1f s per phase, and the\n"
-		"   writers and checkers alone for the 'no readers' throughput\n",
+		"   root, every %llu ms), R readers per CPU (%u CPUs) each reading a random\n"
+		"   group's snapshot every P ms with TALLY_FLUSH_IF_NEEDED: %u per CPU as\n"
+		"   in seed 001's test (10,000 readers on 384 CPUs) at each period",
 		1 + READERS_A + READERS_A * READERS_B, NR_WRITERS, NR_CHECKERS,
-		CHECK_PAUSE_NS / 1000000, r->readers,
+		CHECK_PAUSE_NS / 1000000, r->nr_cpus, r->readers_per_cpu);
+	if (r->overload_per_cpu)
+		fprintf(r->out, ",\n   and an overload row, %u per CPU at %u ms",
+			r->overload_per_cpu, r->periods_ms[0]);
+	fprintf(r->out,
+		"; %.1f s per phase, and the writers and\n"
+		"   checkers alone for the 'no readers' throughput\n",
 		(double)scaled_ns(r, READERS_MS) / 1e9);
 	fflush(r->out);
 	for (unsigned int d = 0; d < NR_DESIGNS && !err; d++)
 		err = readers_phase(r, d, 0, 0, &r->alone[d], NULL);
-	for (unsigned int p = 0; p < NR_PERIODS && !err; p++)
+	for (unsigned int p = 0; p < r->nr_rows && !err; p++)
 		for (unsigned int d = 0; d < NR_DESIGNS && !err; d++)
-			err = readers_phase(r, d, r->readers, periods_ms[p],
+			err = readers_phase(r, d, r->rows[p].readers,
+					    r->rows[p].period_ms,
 					    &r->rd[d][p].with,
 					    &r->rd[d][p].hist);
 	if (err)
 		return err;
-	for (unsigned int p = 0; p < NR_PERIODS; p++)
-		if (r->rd[0][p].with.readers_started < r->readers)
+	for (unsigned int p = 0; p < r->nr_rows; p++)
+		if (r->rd[0][p].with.readers_started < r->rows[p].readers)
 			fprintf(r->out,
 				"(only %u of %u reader threads could be created)\n",
-				r->rd[0][p].with.readers_started, r->readers);
+				r->rd[0][p].with.readers_started,
+				r->rows[p].readers);
 	readers_report(r);
 	bench_json_begin(w, "readers", '[', false);
-	for (unsigned int p = 0; p < NR_PERIODS; p++)
+	for (unsigned int p = 0; p < r->nr_rows; p++)
 		for (unsigned int d = 0; d < NR_DESIGNS; d++)
 			readers_json(r, d, p);
 	bench_json_end(w);
 	return 0;
 }
 
-/* ---- 4. readers of unrelated subtrees ------------------------------------ */
+/* ---- 5. readers of unrelated subtrees ------------------------------------ */
 
 static const unsigned int unrelated_a[2] = { UNRELATED_1, UNRELATED_2 };
 
@@ -1255,7 +1433,7 @@ static void unrelated_report(struct run *r)
 	bench_json_end(w);
 }
 
-/* The 100 x 100 trees of sections 4 and 5, built by the first to run. */
+/* The 100 x 100 trees of sections 5 and 6, built by the first to run. */
 static int build_big_trees(struct run *r)
 {
 	int err = 0;
@@ -1272,7 +1450,7 @@ static int bench_unrelated(struct run *r)
 	int err = 0;
 
 	fprintf(r->out,
-		"\n4. unrelated readers: 100 x 100 tree (%u groups), %u writers on every\n"
+		"\n5. unrelated readers: 100 x 100 tree (%u groups), %u writers on every\n"
 		"   leaf; two readers read /a%u and /a%u with TALLY_FLUSH_FORCE, pausing\n"
 		"   200 us to 1 ms between reads; %.1f s; 'worse p99' is the worse\n"
 		"   reader's, x that / tally's\n",
@@ -1287,7 +1465,7 @@ static int bench_unrelated(struct run *r)
 	return err;
 }
 
-/* ---- 5. a quiet group in a busy tree ------------------------------------- */
+/* ---- 6. a quiet group in a busy tree ------------------------------------- */
 
 static const struct {
 	unsigned int fan_a, fan_b, quiet;
@@ -1388,7 +1566,7 @@ static int bench_quiet(struct run *r)
 	int err;
 
 	fprintf(r->out,
-		"\n5. quiet group: reads of a leaf without updates with TALLY_FLUSH_FORCE,\n"
+		"\n6. quiet group: reads of a leaf without updates with TALLY_FLUSH_FORCE,\n"
 		"   pausing 200 us to 1 ms, while %u writers update every other leaf, in\n"
 		"   a busy 100 x 100 tree and in a 3 x 2 tree; %.1f s each; ratio busy/small\n",
 		NR_WRITERS, (double)scaled_ns(r, QUIET_MS) / 1e9);
@@ -1404,7 +1582,49 @@ static int bench_quiet(struct run *r)
 
 /* ---- driver ------------------------------------------------------------- */
 
-/* 1000 or 10,000 threads: lift the soft process limit to the hard one. */
+/* The CPUs this process may run on, at least 1. */
+static unsigned int usable_cpus(void)
+{
+	cpu_set_t set;
+	int n;
+
+	if (sched_getaffinity(0, sizeof(set), &set))
+		return 1;
+	n = CPU_COUNT(&set);
+	return n > 0 ? (unsigned int)n : 1;
+}
+
+/*
+ * Section 4's rows: the faithful load at each period, then the overload
+ * at the first.  Return: 0, or -1 when a row needs more than MAX_READERS.
+ */
+static int plan_readers_rows(struct run *r)
+{
+	r->nr_cpus = usable_cpus();
+	r->nr_rows = 0;
+	for (unsigned int p = 0; p <= r->nr_periods; p++) {
+		bool overload = p == r->nr_periods;
+		struct readers_row *row = &r->rows[r->nr_rows];
+
+		if (overload && !r->overload_per_cpu)
+			break;
+		row->overload = overload;
+		row->per_cpu = overload ? r->overload_per_cpu :
+					  r->readers_per_cpu;
+		row->period_ms = r->periods_ms[overload ? 0 : p];
+		if (row->per_cpu > MAX_READERS / r->nr_cpus) {
+			fprintf(stderr,
+				"tally bench stats: %u readers per CPU on %u CPUs is more than %u threads\n",
+				row->per_cpu, r->nr_cpus, MAX_READERS);
+			return -1;
+		}
+		row->readers = row->per_cpu * r->nr_cpus;
+		r->nr_rows++;
+	}
+	return 0;
+}
+
+/* Thousands of threads: lift the soft process limit to the hard one. */
 static void raise_thread_limit(void)
 {
 	struct rlimit lim;
@@ -1423,7 +1643,9 @@ static void settings_json(struct run *r)
 	bench_json_int(w, "writers", NR_WRITERS);
 	bench_json_int(w, "checkers", NR_CHECKERS);
 	bench_json_int(w, "check_pause_us", CHECK_PAUSE_NS / 1000);
-	bench_json_int(w, "readers", r->readers);
+	bench_json_int(w, "readers_per_cpu", r->readers_per_cpu);
+	bench_json_int(w, "overload_readers_per_cpu", r->overload_per_cpu);
+	bench_json_int(w, "cpus", r->nr_cpus);
 	bench_json_int(w, "stats", NR_STATS);
 	bench_json_string(w, "readers_read_mode", "if_needed");
 	bench_json_string(w, "checkers_read_mode", "force");
@@ -1460,6 +1682,8 @@ int tally_bench_stats(int argc, char **argv)
 		return 1;
 	}
 	err = parse_options(r, argc, argv);
+	if (!err && plan_readers_rows(r))
+		err = -1;
 	if (err) {
 		free(r);
 		return err > 0 ? 0 : 2;

@@ -24,7 +24,10 @@ enum tally_inject_point {
 	TALLY_INJECT_STATS_AFTER_COMMIT,
 	/* tally_stats_mod(): the group is claimed (listed), not yet pushed. */
 	TALLY_INJECT_STATS_IN_PUSH,
-	/* A flush between pass 1 and the barrier; no lock held. */
+	/*
+	 * A flush half way, no lock held: a settled flush (destroy) between
+	 * pass 1 and its barrier, others after their first CPU.
+	 */
 	TALLY_INJECT_FLUSH_BETWEEN_PASSES,
 	/* Fallible: the flush's membarrier(PRIVATE_EXPEDITED) call. */
 	TALLY_INJECT_MEMBARRIER,

@@ -101,7 +101,7 @@ static bool linux61_flush(struct tally_stats_group *g, bool fresh)
 		stats_count_info(&t->info.skipped, 1);
 		return false;
 	}
-	stats_flush_subtree(t, t->root);
+	stats_flush_subtree(t, t->root, false);
 	__atomic_store_n(&s->flush_ongoing, 0, __ATOMIC_RELEASE);
 	return true;
 }
@@ -114,7 +114,7 @@ static void lead_root_flush(struct tally_stats_tree *t,
 
 	s->root_flush_ongoing = true;
 	pthread_mutex_unlock(&s->root_lock);
-	stats_flush_subtree(t, t->root);
+	stats_flush_subtree(t, t->root, false);
 	pthread_mutex_lock(&s->root_lock);
 	s->root_flush_done = gen;
 	s->root_flush_ongoing = false;
@@ -132,7 +132,7 @@ static bool seed001_flush(struct tally_stats_group *g, bool fresh)
 	if (!s->root_flush_ongoing) {
 		pthread_mutex_unlock(&s->root_lock);
 		if (g->parent && !pthread_mutex_trylock(&s->subtree_mutex)) {
-			stats_flush_subtree(t, g);
+			stats_flush_subtree(t, g, false);
 			pthread_mutex_unlock(&s->subtree_mutex);
 			return true;
 		}
@@ -166,7 +166,7 @@ static bool linux68_flush(struct tally_stats_group *g, bool fresh)
 
 	(void)fresh;
 	pthread_mutex_lock(&s->subtree_mutex);
-	stats_flush_subtree(t, g);
+	stats_flush_subtree(t, g, false);
 	pthread_mutex_unlock(&s->subtree_mutex);
 	return true;
 }

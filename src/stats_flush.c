@@ -12,27 +12,48 @@
  *                                                         |      |
  *                                                         B      E
  *
- * A flush of G runs two passes over the CPUs, each CPU under flush_lock
- * alone (so flushes of other subtrees interleave with it):
+ * A flush of G runs two passes on each CPU in turn, both under one hold
+ * of flush_lock (so flushes of other subtrees interleave with it, CPU by
+ * CPU):
  *
  *   1. wait for the CPU's pushes in progress, pop its list, make the
- *      linked nodes of G's updated subtree idle, zero their over;
- *   -- one barrier: membarrier(PRIVATE_EXPEDITED), so that every update
- *      whose queued check saw listed or linked before that has its stat
- *      store visible now (updates need no fence for that);
- *   2. pop again, fold G's updated subtree children first: delta = stat -
+ *      linked nodes of G's updated subtree idle (each node notes the
+ *      barrier ticket it was made idle at), zero their over;
+ *   2. fold G's updated subtree children first: delta = stat -
  *      prev; local += delta; hier += delta + pending; the parent's pending
- *      += the same; unlink the nodes still idle that keep no child.
+ *      += the same; unlink the nodes still idle that keep no child and
+ *      that a barrier started after their idle mark has settled.
+ *
+ * Barriers.  An update stores its stat, then loads queued with no fence;
+ * pass 1 stores idle, pass 2 loads the stat.  Without a barrier both loads
+ * may miss the other's store: the update does not queue again and the
+ * fold misses its stat.  The node must then stay linked, so that a later
+ * fold reads the stat, until a barrier (membarrier(PRIVATE_EXPEDITED))
+ * that started after the idle mark has made every such store visible.
+ * Barriers are process-wide: a ticket counter and the highest ticket done
+ * tell which marks one settled.  A flush needs no barrier of its own: a
+ * read that happens after an update (same thread, or synchronised with
+ * it) has the update's stat store visible before its flush starts (x86's
+ * stores become visible in order), and the node is still listed or
+ * linked, so the flush folds it (hence no barrier between the passes
+ * either: a node an update raced with stays linked, unsettled, and a later
+ * fold reads its stat).  stats_flush_settle() issues a barrier,
+ * at most once per SETTLE_NS in the process, after a flush that left
+ * nodes waiting for one: such a node stays on the flush path (visited by
+ * flushes of its ancestors) for at most that long plus a flush.  A
+ * settled flush (destroy) runs pass 1 on every CPU, a barrier, then pass 2
+ * on every CPU, so that every node it marked or found marked can be
+ * unlinked.
  *
  * The children-first order is a walk over the updated tree's own links
  * (leftmost leaf, next sibling's leftmost leaf, parent) that needs no
  * stack and no list: a flush never allocates and cannot fail.
  *
- * Invariant: a (group, CPU) with a stat not yet in prev is listed, linked
- * (with its ancestors), or read by a flush between its passes; a group with
- * a non-zero pending is linked on some CPU.  Only a pop ends listed and
- * only pass 1 ends linked: a node is never pushed twice.  Hence a flush
- * that starts after an update completed reads it (freshness).
+ * Invariant: a (group, CPU) with a stat not yet in prev is listed or
+ * linked (with its ancestors); a group with a non-zero pending is linked on
+ * some CPU.  Only a pop ends listed and only pass 2 ends linked, after a
+ * barrier settled the idle mark: a node is never pushed twice.  Hence a
+ * flush that starts after an update happened before reads it (freshness).
  *
  * Waiting: pass 1 must not pop before the pushes of claims that completed
  * updates relied on.  It spins briefly, then sleeps on a futex that the
@@ -41,13 +62,17 @@
  *
  * Barrier modes (process-wide, stats_barrier_state): MEMBARRIER; FENCED
  * (TALLY_MEMBARRIER=off, or registration refused): updates and flushes
- * both fence; SWITCHING: membarrier() failed at a flush, updates fence from
- * now on and each flush uses a heavy barrier (membarrier GLOBAL, else a
- * TLB shootdown) until one has completed, which covers the updates that
- * had not seen the switch; then FENCED.
+ * both fence, so an idle mark is settled at once; SWITCHING: membarrier()
+ * failed at a barrier, updates fence from now on and each barrier is a
+ * heavy one (membarrier GLOBAL, else a TLB shootdown) until one has
+ * completed, which covers the updates that had not seen the switch; then
+ * FENCED.  Simulated domains: updates are sequentially consistent atomics,
+ * marks are settled at once too.
  *
- * Cost of a flush: O(nr_cpus) pops and waits plus O(updated groups x
- * nr_stats); one barrier.
+ * Cost of a flush: O(nr_cpus) pops, waits and lock round trips (one per
+ * CPU) plus O(updated groups x nr_stats), where the updated groups include
+ * those updated within the last SETTLE_NS; no system call.  A barrier:
+ * one membarrier() per SETTLE_NS at most, whatever the flush rate.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -69,6 +94,21 @@ int stats_barrier_state;
 
 /* Spins of pass 1 on a push in progress before it sleeps. */
 #define PUSH_SPINS 256
+
+/*
+ * Least time between two barriers of stats_flush_settle(): what a node
+ * updated once may stay on the flush path, and a bound of 100 system
+ * calls a second (membarrier() is serialised across the whole machine,
+ * and each one interrupts every CPU running the process).
+ */
+#define SETTLE_NS 10000000ull
+
+/* Process-wide barrier tickets: every tree's marks share the barrier. */
+static struct {
+	unsigned long started;	/* tickets taken */
+	unsigned long done;	/* the highest ticket whose barrier completed */
+	uint64_t last_ns;	/* when stats_flush_settle() last issued one */
+} barriers __attribute__((aligned(STATS_CACHELINE)));
 
 /* --- barrier ------------------------------------------------------------ */
 
@@ -131,7 +171,7 @@ static void heavy_barrier(void)
 		tlb_shootdown_barrier();
 }
 
-/* Make every update whose queued check preceded pass 1 visible. */
+/* Make every update whose queued check came before the call visible. */
 static void flush_barrier(const struct tally_stats_tree *t)
 {
 	int state = __atomic_load_n(&stats_barrier_state, __ATOMIC_SEQ_CST);
@@ -154,6 +194,57 @@ static void flush_barrier(const struct tally_stats_tree *t)
 	__atomic_compare_exchange_n(&stats_barrier_state, &expected,
 				    BARRIER_FENCED, false, __ATOMIC_SEQ_CST,
 				    __ATOMIC_SEQ_CST);
+}
+
+/* Whether a barrier with a ticket after @mark has completed. */
+static bool mark_settled(unsigned long done, unsigned long mark)
+{
+	return (long)(done - mark) > 0;
+}
+
+/* A barrier with a ticket: it settles every mark taken before it. */
+static void ticketed_barrier(struct tally_stats_tree *t)
+{
+	unsigned long ticket = __atomic_add_fetch(&barriers.started, 1,
+						  __ATOMIC_SEQ_CST);
+	unsigned long done = __atomic_load_n(&barriers.done, __ATOMIC_RELAXED);
+
+	flush_barrier(t);
+	/* Raise done to our ticket, unless a later barrier did already. */
+	while ((long)(ticket - done) > 0 &&
+	       !__atomic_compare_exchange_n(&barriers.done, &done, ticket,
+					    false, __ATOMIC_RELEASE,
+					    __ATOMIC_RELAXED))
+		;
+	stats_count_info(&t->info.barriers, 1);
+}
+
+/*
+ * The ticket an idle mark notes: settled at once when updates order
+ * themselves (fenced, simulated), else by the next barrier to start.
+ */
+static unsigned long idle_mark(bool immediate)
+{
+	if (immediate)
+		return __atomic_load_n(&barriers.done, __ATOMIC_RELAXED) - 1;
+	return __atomic_load_n(&barriers.started, __ATOMIC_SEQ_CST);
+}
+
+void stats_flush_settle(struct tally_stats_tree *t)
+{
+	uint64_t now, last;
+
+	if (!__atomic_load_n(&t->unsettled, __ATOMIC_RELAXED))
+		return;
+	now = stats_mono_ns();
+	last = __atomic_load_n(&barriers.last_ns, __ATOMIC_RELAXED);
+	if (now - last < SETTLE_NS ||
+	    !__atomic_compare_exchange_n(&barriers.last_ns, &last, now, false,
+					 __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		return;
+	/* A node left waiting after our ticket sets it again. */
+	__atomic_store_n(&t->unsettled, false, __ATOMIC_SEQ_CST);
+	ticketed_barrier(t);
 }
 
 /* --- waiting for pushes ------------------------------------------------- */
@@ -182,7 +273,11 @@ static void wait_for_pushes(unsigned int *pushing)
 
 /* --- the updated tree --------------------------------------------------- */
 
-/* Link @g and its unlinked ancestors into @cpu's updated tree. */
+/*
+ * Link @g and its unlinked ancestors into @cpu's updated tree.  A node
+ * comes in settled: no flush made it idle since it was last unlinked, so
+ * no update can have missed it (an update that finds it idle pushes it).
+ */
 static void link_updated(struct tally_stats_group *g, unsigned int cpu)
 {
 	for (; g; g = g->parent) {
@@ -191,6 +286,7 @@ static void link_updated(struct tally_stats_group *g, unsigned int cpu)
 		if (fp->linked)
 			return;
 		fp->linked = true;
+		fp->marked = idle_mark(true);
 		if (g->parent) {
 			struct stats_fpcpu *pfp = fpcpu_of(g->parent, cpu);
 
@@ -253,27 +349,27 @@ static struct tally_stats_group *walk_next(struct tally_stats_group *g,
 
 /* --- the two passes ----------------------------------------------------- */
 
-/* Pass 1 on one CPU: G's updated subtree made idle, thresholds cleared. */
-static void flush_mark_cpu(struct tally_stats_tree *t,
-			   struct tally_stats_group *g, unsigned int cpu)
+/*
+ * Pass 1 on one CPU, flush_lock held: G's updated subtree made idle (each
+ * node noting its mark), thresholds cleared.
+ */
+static void mark_cpu(struct tally_stats_group *g, unsigned int cpu,
+		     bool immediate)
 {
 	struct tally_stats_group *n, *next;
 
-	/* Claims seen by updates that completed before us are pushed. */
-	wait_for_pushes(tally_percpu_ptr(t->pushing, cpu));
-	pthread_mutex_lock(&t->flush_lock);
-	pop_updates(t, cpu);
 	for (n = walk_first(g, cpu); n; n = next) {
 		int linked = QUEUE_LINKED;
 
 		next = walk_next(g, n, cpu);
 		/* Not a listed one: it is (being) pushed again. */
-		__atomic_compare_exchange_n(&pcpu_of(n, cpu)->queued, &linked,
-					    QUEUE_IDLE, false, __ATOMIC_SEQ_CST,
-					    __ATOMIC_RELAXED);
+		if (__atomic_compare_exchange_n(&pcpu_of(n, cpu)->queued,
+						&linked, QUEUE_IDLE, false,
+						__ATOMIC_SEQ_CST,
+						__ATOMIC_RELAXED))
+			fpcpu_of(n, cpu)->marked = idle_mark(immediate);
 		__atomic_store_n(&n->over, 0, __ATOMIC_RELAXED);
 	}
-	pthread_mutex_unlock(&t->flush_lock);
 }
 
 /* Wrapping add of a flushed value (readers load it concurrently). */
@@ -336,20 +432,22 @@ static void prune_children(struct stats_fpcpu *fp, unsigned int cpu)
 }
 
 /*
- * Pass 2 on one CPU: fold G's updated subtree children first, then unlink
- * every group that nobody re-queued since pass 1 and that keeps no linked
- * child.  A re-queued group stays linked: its new update may not be
- * visible yet, so the next flush reads it again.
+ * Pass 2 on one CPU, flush_lock held: fold G's updated subtree children
+ * first, then unlink every group that nobody re-queued since pass 1, whose
+ * idle mark a barrier settled and that keeps no linked child.  A re-queued
+ * group stays linked: its new update may not be visible yet, so the next
+ * flush reads it again; so does an unsettled one (*@unsettled is set).
+ * Returns the groups visited.
  */
-static void flush_fold_cpu(struct tally_stats_tree *t,
-			   struct tally_stats_group *g, unsigned int cpu)
+static uint64_t fold_cpu(struct tally_stats_group *g, unsigned int cpu,
+			 bool *unsettled)
 {
 	struct tally_stats_group *n, *next;
+	/* Before the stat loads: the barriers up to done made them visible. */
+	unsigned long done = __atomic_load_n(&barriers.done, __ATOMIC_ACQUIRE);
 	bool moved_up = false;
 	uint64_t visited = 0;
 
-	pthread_mutex_lock(&t->flush_lock);
-	pop_updates(t, cpu);
 	for (n = walk_first(g, cpu); n; n = next) {
 		struct stats_fpcpu *fp = fpcpu_of(n, cpu);
 
@@ -358,10 +456,14 @@ static void flush_fold_cpu(struct tally_stats_tree *t,
 		if (fold_group(n, cpu) && n == g)
 			moved_up = true;
 		prune_children(fp, cpu);
-		if (!fp->children &&
+		if (fp->children ||
 		    __atomic_load_n(&pcpu_of(n, cpu)->queued,
-				    __ATOMIC_SEQ_CST) == QUEUE_IDLE)
+				    __ATOMIC_SEQ_CST) != QUEUE_IDLE)
+			continue;
+		if (mark_settled(done, fp->marked))
 			fp->linked = false;
+		else
+			*unsettled = true;
 	}
 	/* G's parent is not visited: unlink G from it by hand. */
 	if (visited && !fpcpu_of(g, cpu)->linked && g->parent) {
@@ -377,25 +479,64 @@ static void flush_fold_cpu(struct tally_stats_tree *t,
 	/* The parent's pending must be folded by a later flush: link it. */
 	if (moved_up)
 		link_updated(g->parent, cpu);
+	return visited;
+}
+
+/*
+ * Pass 1 (@mark), pass 2 (@fold) or both on one CPU, under one hold of
+ * flush_lock.  Both at once need no barrier between them: what an update
+ * racing with the mark hides from the fold stays linked, unsettled.
+ */
+static void flush_cpu(struct tally_stats_tree *t, struct tally_stats_group *g,
+		      unsigned int cpu, bool mark, bool fold, bool immediate)
+{
+	bool unsettled = false;
+	uint64_t visited = 0;
+
+	/* Claims seen by updates that completed before us are pushed. */
+	if (mark)
+		wait_for_pushes(tally_percpu_ptr(t->pushing, cpu));
+	pthread_mutex_lock(&t->flush_lock);
+	pop_updates(t, cpu);
+	if (mark)
+		mark_cpu(g, cpu, immediate);
+	if (mark && fold && immediate)
+		__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (fold)
+		visited = fold_cpu(g, cpu, &unsettled);
 	pthread_mutex_unlock(&t->flush_lock);
+	if (unsettled)
+		__atomic_store_n(&t->unsettled, true, __ATOMIC_RELAXED);
 	stats_count_info(&t->info.groups_flushed, visited);
 }
 
 void stats_flush_subtree(struct tally_stats_tree *t,
-			 struct tally_stats_group *g)
+			 struct tally_stats_group *g, bool settle)
 {
 	unsigned int nr = t->domain->nr_cpus;
 	uint64_t start = stats_now(t);
+	/* Updates fence or are seq_cst atomics: a fence settles the marks. */
+	bool immediate = t->simulated ||
+			 __atomic_load_n(&stats_barrier_state,
+					 __ATOMIC_SEQ_CST) == BARRIER_FENCED;
 
 	__atomic_store_n(&g->over, 0, __ATOMIC_RELAXED);
 	if (!g->parent)
 		__atomic_store_n(&t->global_over, 0, __ATOMIC_RELAXED);
-	for (unsigned int cpu = 0; cpu < nr; cpu++)
-		flush_mark_cpu(t, g, cpu);
-	tally_inject(TALLY_INJECT_FLUSH_BETWEEN_PASSES);
-	flush_barrier(t);
-	for (unsigned int cpu = 0; cpu < nr; cpu++)
-		flush_fold_cpu(t, g, cpu);
+	if (settle && !immediate) {
+		for (unsigned int cpu = 0; cpu < nr; cpu++)
+			flush_cpu(t, g, cpu, true, false, false);
+		tally_inject(TALLY_INJECT_FLUSH_BETWEEN_PASSES);
+		ticketed_barrier(t);
+		for (unsigned int cpu = 0; cpu < nr; cpu++)
+			flush_cpu(t, g, cpu, false, true, false);
+	} else {
+		for (unsigned int cpu = 0; cpu < nr; cpu++) {
+			flush_cpu(t, g, cpu, true, true, immediate);
+			if (!cpu)
+				tally_inject(TALLY_INJECT_FLUSH_BETWEEN_PASSES);
+		}
+	}
 	stats_count_info(&t->info.flushes, 1);
 	if (!g->parent) {
 		stats_count_info(&t->info.root_flushes, 1);

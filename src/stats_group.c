@@ -341,7 +341,7 @@ int tally_stats_group_destroy(struct tally_stats_group *g)
 
 	/* After this flush and the quiesce, g is linked on no CPU and no
 	 * flusher holds it. */
-	stats_flush_subtree(t, g);
+	stats_flush_subtree(t, g, true);
 	stats_flush_quiesce(t);
 	if (t->ops->retire)
 		t->ops->retire(g);

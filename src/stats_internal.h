@@ -8,7 +8,8 @@
  * One concept per file, and each lock belongs to one file:
  *
  *   stats_update.c    updates: one rseq sequence, no lock, no allocation
- *   stats_flush.c     the flush engine: two passes, the barrier   flush_lock
+ *   stats_flush.c     the flush engine: two passes; the barriers
+ *                     that let groups leave the flush path        flush_lock
  *   stats_read.c      reads; the TALLY design's shared, fresh
  *                     flushes                                     coord_lock
  *   stats_designs.c   the baseline designs (Linux 6.1, seed 001,
@@ -28,6 +29,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include <tally/percpu.h>
 #include <tally/stats.h>
@@ -62,13 +64,16 @@ struct stats_fpcpu {
 	struct tally_stats_group *children;	/* updated children */
 	struct tally_stats_group *sibling;	/* next updated sibling */
 	bool linked;
+	unsigned long marked;		/* barrier ticket of the idle mark */
 	long prev[];			/* stat[] as the last flush saw it */
 };
 
 /* TALLY design: one group's shared flush, under coord_lock. */
 struct stats_share {
 	bool active, pending;
+	unsigned int running;		/* flushes of the group, takeovers too */
 	uint64_t active_stamp, done_stamp;
+	uint64_t flush_ns;		/* what a flush of it takes, unpreempted */
 	pthread_cond_t cond;
 };
 
@@ -156,6 +161,7 @@ struct tally_stats_tree {
 
 	/* stats_flush.c */
 	pthread_mutex_t flush_lock __attribute__((aligned(STATS_CACHELINE)));
+	bool unsettled;			/* nodes wait for a barrier */
 
 	/* stats_read.c: shared flushes, ratelimited reads. */
 	pthread_mutex_t coord_lock __attribute__((aligned(STATS_CACHELINE)));
@@ -248,6 +254,15 @@ static inline uint64_t stats_now(const struct tally_stats_tree *t)
 	return t->clock(t->clock_arg);
 }
 
+/* CLOCK_MONOTONIC in ns: for waits, whatever clock the tree was given. */
+static inline uint64_t stats_mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 static inline void stats_count_info(uint64_t *field, uint64_t n)
 {
 	__atomic_add_fetch(field, n, __ATOMIC_RELAXED);
@@ -271,9 +286,19 @@ static inline bool stats_updates_fence(void)
 {
 	return __atomic_load_n(&stats_barrier_state, __ATOMIC_RELAXED) != 0;
 }
-/* Flush @g's subtree on every CPU; never fails, never allocates. */
+/*
+ * Flush @g's subtree on every CPU; never fails, never allocates.  With
+ * @settle (destroy) it takes a barrier between its passes, so that it
+ * leaves no node of the subtree linked that nobody re-queued.
+ */
 void stats_flush_subtree(struct tally_stats_tree *t,
-			 struct tally_stats_group *g);
+			 struct tally_stats_group *g, bool settle);
+/*
+ * After a flush, outside the design's locks: issue the barrier that lets
+ * nodes leave the flush path, if some wait for one and the process issued
+ * none for SETTLE_NS.
+ */
+void stats_flush_settle(struct tally_stats_tree *t);
 void stats_flush_init(struct tally_stats_tree *t);
 void stats_flush_fini(struct tally_stats_tree *t);
 /* Return once no flush pass that started before still runs. */
@@ -281,6 +306,14 @@ void stats_flush_quiesce(struct tally_stats_tree *t);
 void stats_flush_fork_prepare(struct tally_stats_tree *t);
 void stats_flush_fork_parent(struct tally_stats_tree *t);
 void stats_flush_fork_child(struct tally_stats_tree *t);
+
+/* --- stats_read.c ------------------------------------------------------- */
+
+/*
+ * Flush @g as the tree's design decides (@fresh: see ops->flush), then
+ * settle (stats_flush_settle()).  Returns false when the design skipped.
+ */
+bool stats_design_flush(struct tally_stats_group *g, bool fresh);
 
 /* --- stats_group.c ------------------------------------------------------ */
 

@@ -27,7 +27,7 @@ int tally_stats_periodic_tick(struct tally_stats_tree *t)
 	if (stats_now(t) - last < t->period_ns)
 		return 0;
 	/* A design may skip (another flush running): then no flush is done. */
-	return t->ops->flush(t->root, true) ? 1 : 0;
+	return stats_design_flush(t->root, true) ? 1 : 0;
 }
 
 static void *periodic_main(void *arg)

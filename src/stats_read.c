@@ -20,12 +20,19 @@
  *     started after arrival;
  *   - otherwise runs a flush of G itself, or, when one of G is already
  *     active (started too early), queues one behind it: the first waiter
- *     to wake runs it.
+ *     to wake runs it;
+ *   - takes over when the flush it waits for takes longer than a few
+ *     times what a flush of that group takes (its flusher is preempted or
+ *     stopped: in userspace nothing keeps it running): it runs a flush of
+ *     G alongside, which started after its arrival.
  *
  * Invariant: a reader never flushes outside its own subtree (it runs only
  * flushes of G, never an ancestor's queued one), never returns stale, and
- * waits for at most two flushes of G.  Readers of one group share every
- * flush; readers of unrelated groups never wait for each other.
+ * waits for at most two flushes of G, or for its takeover deadline, then
+ * its own flush: never for a thread that does not run.  Readers of one
+ * group share every flush that keeps running; readers of unrelated groups
+ * never wait for each other.  Several flushes of one group may run at once
+ * (takeovers): the engine allows it, and done_stamp keeps the latest.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -33,6 +40,16 @@
 #include <string.h>
 
 #include "stats_internal.h"
+
+/*
+ * A reader waits for a flush it could join for TAKEOVER_FACTOR times what
+ * a flush of that group takes (note_flush_time()), within [MIN, MAX]; then
+ * it flushes its group itself.  In userspace a flusher can be preempted or
+ * stopped at any point: a waiter must not depend on it running again.
+ */
+#define TAKEOVER_FACTOR 4
+#define TAKEOVER_MIN_NS 200000ull
+#define TAKEOVER_MAX_NS 20000000ull
 
 static bool over_threshold(const struct tally_stats_group *g)
 {
@@ -45,26 +62,66 @@ static bool over_threshold(const struct tally_stats_group *g)
 
 /* --- TALLY design ------------------------------------------------------- */
 
-/* Run a flush of @a for the sharing protocol; coord_lock held. */
-static void run_shared_flush(struct tally_stats_tree *t,
-			     struct tally_stats_group *a)
+/*
+ * What a flush of the group takes when its flusher keeps running: the
+ * lower envelope of the measured times, which follows a faster flush at
+ * once and a slower one by 1/8 per flush, so that a flush that was
+ * preempted (and took milliseconds) does not stretch the takeover wait.
+ */
+static void note_flush_time(struct stats_share *s, uint64_t ns)
 {
-	uint64_t stamp = ++t->flush_clock;
+	uint64_t grown = s->flush_ns + s->flush_ns / 8 + 1;
 
-	a->share.pending = false;
-	a->share.active = true;
-	a->share.active_stamp = stamp;
+	s->flush_ns = ns < grown ? ns : grown;
+}
+
+/*
+ * Run a flush of @a; coord_lock held, dropped during the flush.  @shared:
+ * the one readers join (active); otherwise a takeover, alongside it.
+ * Stamps may complete out of order: done_stamp keeps the highest.
+ */
+static void run_flush(struct tally_stats_tree *t, struct tally_stats_group *a,
+		      bool shared)
+{
+	uint64_t stamp = ++t->flush_clock, start = stats_mono_ns();
+
+	if (shared) {
+		a->share.pending = false;
+		a->share.active = true;
+		a->share.active_stamp = stamp;
+	}
+	a->share.running++;
 	pthread_mutex_unlock(&t->coord_lock);
-	stats_flush_subtree(t, a);
+	stats_flush_subtree(t, a, false);
 	pthread_mutex_lock(&t->coord_lock);
-	a->share.done_stamp = stamp;
-	a->share.active = false;
+	note_flush_time(&a->share, stats_mono_ns() - start);
+	a->share.running--;
+	if (a->share.done_stamp < stamp)
+		a->share.done_stamp = stamp;
+	if (shared)
+		a->share.active = false;
 	pthread_cond_broadcast(&a->share.cond);
+}
+
+/*
+ * Until when a reader waits for the flush of @a before it takes over: a
+ * few times what a flush of @a takes when its flusher keeps running.
+ */
+static struct timespec takeover_deadline(const struct tally_stats_group *a)
+{
+	uint64_t wait = TAKEOVER_FACTOR * a->share.flush_ns;
+	uint64_t at = stats_mono_ns() +
+		      (wait < TAKEOVER_MIN_NS ? TAKEOVER_MIN_NS :
+		       wait > TAKEOVER_MAX_NS ? TAKEOVER_MAX_NS : wait);
+
+	return (struct timespec){ .tv_sec = (time_t)(at / 1000000000ull),
+				  .tv_nsec = (long)(at % 1000000000ull) };
 }
 
 static bool tally_flush(struct tally_stats_group *g, bool fresh)
 {
 	struct tally_stats_tree *t = g->tree;
+	struct timespec deadline = { 0, 0 };
 	uint64_t arrival;
 	bool waited = false;
 
@@ -85,14 +142,23 @@ static bool tally_flush(struct tally_stats_group *g, bool fresh)
 				join = a;
 		}
 		if (!join && !g->share.active) {
-			run_shared_flush(t, g);
+			run_flush(t, g, true);
 			continue;
 		}
-		if (!join)
+		if (!join) {
 			g->share.pending = true;
+			join = g;
+		}
+		if (!waited)
+			deadline = takeover_deadline(join);
 		waited = true;
-		pthread_cond_wait(join ? &join->share.cond : &g->share.cond,
-				  &t->coord_lock);
+		if (pthread_cond_clockwait(&join->share.cond, &t->coord_lock,
+					   CLOCK_MONOTONIC,
+					   &deadline) == ETIMEDOUT) {
+			/* Its flusher is preempted or stopped: ours is fresh. */
+			stats_count_info(&t->info.takeovers, 1);
+			run_flush(t, g, false);
+		}
 	}
 done:
 	pthread_mutex_unlock(&t->coord_lock);
@@ -107,7 +173,7 @@ static void tally_retire(struct tally_stats_group *g)
 	struct tally_stats_tree *t = g->tree;
 
 	pthread_mutex_lock(&t->coord_lock);
-	while (g->share.active)
+	while (g->share.running)
 		pthread_cond_wait(&g->share.cond, &t->coord_lock);
 	pthread_mutex_unlock(&t->coord_lock);
 }
@@ -128,6 +194,7 @@ static void forget_share(struct tally_stats_group *g, void *arg)
 	(void)arg;
 	g->share.active = false;
 	g->share.pending = false;
+	g->share.running = 0;
 	pthread_cond_init(&g->share.cond, NULL);
 }
 
@@ -170,22 +237,28 @@ static bool ratelimit_late(const struct tally_stats_tree *t)
 	return elapsed > t->period_ns && elapsed - t->period_ns > t->period_ns;
 }
 
+bool stats_design_flush(struct tally_stats_group *g, bool fresh)
+{
+	bool flushed = g->tree->ops->flush(g, fresh);
+
+	stats_flush_settle(g->tree);
+	return flushed;
+}
+
 static int flush_for_read(struct tally_stats_group *g,
 			  enum tally_flush_mode mode)
 {
-	const struct stats_design_ops *ops = g->tree->ops;
-
 	switch (mode) {
 	case TALLY_FLUSH_IF_NEEDED:
 		if (over_threshold(g))
-			ops->flush(g, false);
+			stats_design_flush(g, false);
 		return 0;
 	case TALLY_FLUSH_FORCE:
-		ops->flush(g, true);
+		stats_design_flush(g, true);
 		return 0;
 	case TALLY_FLUSH_RATELIMITED:
 		if (ratelimit_late(g->tree))
-			ops->flush(g, true);
+			stats_design_flush(g, true);
 		return 0;
 	case TALLY_FLUSH_NONE:
 		return 0;
@@ -197,7 +270,7 @@ int tally_stats_flush(struct tally_stats_group *g)
 {
 	if (!g)
 		return -EINVAL;
-	g->tree->ops->flush(g, true);
+	stats_design_flush(g, true);
 	return 0;
 }
 

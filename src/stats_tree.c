@@ -211,6 +211,8 @@ int tally_stats_tree_info(const struct tally_stats_tree *t,
 	info->shared_waits = load_info(&t->info.shared_waits);
 	info->skipped = load_info(&t->info.skipped);
 	info->groups = load_info(&t->info.groups);
+	info->barriers = load_info(&t->info.barriers);
+	info->takeovers = load_info(&t->info.takeovers);
 	info->fenced = t->simulated || stats_updates_fence();
 	return 0;
 }

@@ -141,6 +141,28 @@ TEST(group_path_into_a_zero_length_buffer_is_enospc)
 /* ---- updates of 0 ----------------------------------------------------------- */
 
 /*
+ * Flush @g until a flush visits no (group, CPU) pair, for at most 2 s:
+ * groups made idle stay on the flush path until a barrier settles them
+ * (one at most every 10 ms).  Returns what the last flush visited.
+ */
+static uint64_t settled_flush_visits(struct tally_stats_tree *t,
+				     struct tally_stats_group *g)
+{
+	uint64_t n = 0;
+
+	for (int i = 0; i < 1000; i++) {
+		uint64_t before = util_stats_info(t).groups_flushed;
+
+		CHECK_EQ_LONG(tally_stats_flush(g), 0);
+		n = util_stats_info(t).groups_flushed - before;
+		if (!n)
+			break;
+		usleep(2000);
+	}
+	return n;
+}
+
+/*
  * A zero delta changes nothing: it must not queue the group, so the next
  * flush visits no more (group, CPU) pairs than a flush with nothing to do.
  * A non-zero delta does queue it (the counter-check that the measure
@@ -161,10 +183,7 @@ static void zero_delta_run(struct tally_domain *d)
 	/* Leave every CPU idle, then measure a flush with nothing to do. */
 	for (unsigned int cpu = 0; cpu < nr; cpu++)
 		mod_on(b, d, cpu, 0, 1);
-	CHECK_EQ_LONG(tally_stats_flush(root), 0);
-	before = util_stats_info(t).groups_flushed;
-	CHECK_EQ_LONG(tally_stats_flush(root), 0);
-	idle = util_stats_info(t).groups_flushed - before;
+	idle = settled_flush_visits(t, root);
 
 	before = util_stats_info(t).groups_flushed;
 	for (int i = 0; i < 100; i++)
@@ -191,6 +210,46 @@ TEST(zero_delta_does_not_queue_the_group)
 	tally_domain_destroy(d);
 	/* The system domain (rseq update path). */
 	zero_delta_run(NULL);
+}
+
+/* ---- barriers -------------------------------------------------------------- */
+
+/*
+ * Flushes take no barrier of their own: 2,000 forced reads, each after an
+ * update, issue at most one membarrier() per 10 ms (plus one for the
+ * first), where each flush used to issue one; and the groups they made
+ * idle still leave the flush path (a settled flush visits nothing).
+ */
+TEST(forced_reads_share_rate_limited_barriers_and_groups_leave_the_flush_path)
+{
+	struct tally_stats_tree *t = tree_on(NULL, TALLY_DESIGN_TALLY);
+	struct tally_stats_group *a = NULL, *b = NULL;
+	long n = harness_scale(2000), v = -1;
+	struct tally_stats_info info;
+	double start, secs;
+
+	REQUIRE(t);
+	REQUIRE(tally_stats_group_create(tally_stats_root(t), "a", &a) == 0);
+	REQUIRE(tally_stats_group_create(a, "b", &b) == 0);
+	start = harness_now();
+	for (long i = 0; i < n; i++) {
+		CHECK_EQ_LONG(tally_stats_mod(b, 0, 1), 0);
+		CHECK_EQ_LONG(tally_stats_read(i % 2 ? a : b, 0,
+					       TALLY_FLUSH_FORCE, &v, NULL),
+			      0);
+		CHECK_EQ_LONG(v, i + 1);
+	}
+	secs = harness_now() - start;
+	info = util_stats_info(t);
+	CHECK_CMP_ULONG(info.flushes, >=, (unsigned long)n);
+	if (!CHECK_CMP_ULONG(info.barriers, <=,
+			     (unsigned long)(secs / 0.010) + 2))
+		harness_log("%lu barriers for %lu flushes in %.3f s",
+			    (unsigned long)info.barriers,
+			    (unsigned long)info.flushes, secs);
+	CHECK_EQ_ULONG(settled_flush_visits(t, tally_stats_root(t)), 0);
+	CHECK_EQ_LONG(read_hier(tally_stats_root(t), 0, TALLY_FLUSH_NONE), n);
+	tally_stats_tree_destroy(t);
 }
 
 /* ---- deltas near +-2^63 --------------------------------------------------- */

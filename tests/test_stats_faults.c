@@ -135,9 +135,23 @@ static void fresh_wait_reads(struct fresh *f, long n)
 }
 
 /*
+ * Let the readers go on until the tree reports fenced updates, for at most
+ * @secs: a failing membarrier() switches at the next barrier, which
+ * flushes issue once per 10 ms at most.
+ */
+static void fresh_wait_fenced(struct fresh *f, double secs)
+{
+	double until = harness_now() + secs;
+
+	while (!util_stats_info(f->t).fenced && harness_now() < until)
+		usleep(1000);
+}
+
+/*
  * Run writers and readers for @reads forced reads; when @midway is set,
- * call it (and let as many reads again follow).  Checks that no read was
- * stale and that the final value is exact.
+ * call it (and let as many reads again follow, and the switch to fenced
+ * updates happen).  Checks that no read was stale and that the final
+ * value is exact.
  */
 static void fresh_run(long reads, void (*midway)(void))
 {
@@ -172,6 +186,7 @@ static void fresh_run(long reads, void (*midway)(void))
 	if (midway) {
 		midway();
 		fresh_wait_reads(f, reads);
+		fresh_wait_fenced(f, 10);
 	}
 	__atomic_store_n(&f->stop, 1, __ATOMIC_RELAXED);
 	for (int i = 0; i < NR_WRITERS; i++)
@@ -624,6 +639,84 @@ join:
 	CHECK_EQ_LONG(v, 2);
 	blocker_fini(&b);
 	sem_destroy(&c.done);
+	tally_stats_tree_destroy(t);
+}
+
+/* ---- a reader's flush stopped half way ---------------------------------- */
+
+struct takeover_run {
+	struct tally_stats_group *g;
+	long value;
+	int returned;
+};
+
+static void *forced_reader(void *arg)
+{
+	struct takeover_run *r = arg;
+
+	tally_stats_read(r->g, 0, TALLY_FLUSH_FORCE, &r->value, NULL);
+	__atomic_store_n(&r->returned, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+/* Wait up to @secs for @r to return. */
+static bool returned_within(struct takeover_run *r, double secs)
+{
+	double until = harness_now() + secs;
+
+	while (!__atomic_load_n(&r->returned, __ATOMIC_ACQUIRE)) {
+		if (harness_now() > until)
+			return false;
+		usleep(1000);
+	}
+	return true;
+}
+
+/*
+ * A reader's flush of a group stops half way (after its first CPU), as a
+ * flusher that is preempted or SIGSTOPped there would.  A second forced
+ * read of the group, of an update made after that flush began, must not
+ * wait for it: the reader takes the flush over (runs one of its own) and
+ * returns the update while the first flusher is still stopped.  Before
+ * takeovers, it waited for the stopped flusher (here: until the test gave
+ * up).
+ */
+TEST(reader_takes_over_a_flush_whose_flusher_is_stopped)
+{
+	struct tally_stats_tree *t = tree_with(NULL);
+	struct takeover_run first = { 0 }, second = { 0 };
+	struct tally_stats_group *a;
+	struct blocker b;
+	pthread_t th1, th2;
+
+	REQUIRE(t);
+	REQUIRE(tally_stats_group_create(tally_stats_root(t), "a", &a) == 0);
+	REQUIRE(tally_stats_group_create(a, "b", &first.g) == 0);
+	second.g = first.g;
+	tally_stats_mod(first.g, 0, 1);
+	blocker_init(&b);
+	tally_inject_set(TALLY_INJECT_FLUSH_BETWEEN_PASSES, block_once, &b);
+	start(&th1, forced_reader, &first);
+	if (!CHECK(blocker_wait(&b, 60))) {
+		harness_log("the first read never flushed");
+		sem_post(&b.release);
+		pthread_join(th1, NULL);
+		goto out;
+	}
+	tally_stats_mod(first.g, 0, 2);
+	start(&th2, forced_reader, &second);
+	if (!CHECK(returned_within(&second, 10)))
+		harness_log("the second reader waited for the stopped flush");
+	CHECK(!__atomic_load_n(&first.returned, __ATOMIC_ACQUIRE));
+	sem_post(&b.release);
+	pthread_join(th2, NULL);
+	pthread_join(th1, NULL);
+	CHECK_EQ_LONG(second.value, 3);
+	CHECK_CMP_LONG(first.value, >=, 1);
+	CHECK_CMP_ULONG(util_stats_info(t).takeovers, >=, 1);
+out:
+	tally_inject_set(TALLY_INJECT_FLUSH_BETWEEN_PASSES, NULL, NULL);
+	blocker_fini(&b);
 	tally_stats_tree_destroy(t);
 }
 

@@ -19,8 +19,13 @@
  *     children before parents.  Its cost follows the updates, not the tree.
  *   - Reads take a flush mode.  Per-group thresholds (kernel 6.8) decide
  *     whether an if-needed read flushes; forced reads are fresh: they
- *     reflect every update that completed before the read began.
- *     Concurrent readers share flushes instead of repeating them.
+ *     reflect every update that happens before the read begins (the
+ *     reading thread's own, and those of threads it synchronised with
+ *     since: a lock, a join, an acquire load of what the updater stored
+ *     after updating).  Concurrent readers share flushes instead of
+ *     repeating them; a reader whose shared flush stalls (its flusher
+ *     preempted or stopped) stops waiting after a few times what a flush
+ *     of the group takes and flushes the group itself.
  *   - Flushes and structure changes take locks (per tree: one for the
  *     structure, one held per CPU by a flush, one for shared flushes).  A
  *     flush also waits for updates caught between queueing a group and
@@ -30,8 +35,12 @@
  *     destroy, the periodic flusher) until it runs again, without burning
  *     a CPU.  Updates never wait for anything.
  *
- * Memory barriers: a flush issues one membarrier(PRIVATE_EXPEDITED) so
- * that updates need no fence.  If membarrier() is unavailable, or the
+ * Memory barriers: updates need no fence, and flushes issue no system
+ * call.  A group a flush found updated stays on the flush path (visited by
+ * the flushes of its ancestors) until a membarrier(PRIVATE_EXPEDITED)
+ * issued after that flush has made every racing update visible; reads
+ * that flush issue one at most every 10 ms in the process, and destroy
+ * one per group.  If membarrier() is unavailable, or the
  * environment variable TALLY_MEMBARRIER=off is set when the first tree is
  * created, updates issue a full fence instead (a few ns more).  If it
  * fails later, the process switches to fences safely (a one-time
@@ -114,7 +123,7 @@ enum tally_stats_design {
  *	is then within tally_stats_read_bound() of the truth, up to the
  *	updates made during that flush.
  * @TALLY_FLUSH_FORCE: flush: the value reflects every update that
- *	completed before the read began (TALLY design and LINUX68; the
+ *	happens before the read begins (TALLY design and LINUX68; the
  *	baselines LINUX61 and SEED001 may skip and return stale values).
  * @TALLY_FLUSH_RATELIMITED: flush only when the periodic flusher is a full
  *	period late (no root flush for 2 periods).
@@ -399,7 +408,12 @@ int tally_stats_periodic_tick(struct tally_stats_tree *t);
  * @fenced: non-zero when updates of this tree order themselves with a fence
  *	or a sequentially consistent atomic (simulated domains,
  *	TALLY_MEMBARRIER=off, no usable membarrier()) rather than relying on
- *	the flush's membarrier().
+ *	membarrier().
+ * @barriers: process-wide barriers (membarrier()) this tree's flushes
+ *	issued: at most one per 10 ms in the process, plus one per group
+ *	destroy.
+ * @takeovers: readers that stopped waiting for a stalled flush of their
+ *	group (preempted, stopped) and ran one themselves.
  */
 struct tally_stats_info {
 	uint64_t flushes;
@@ -409,6 +423,8 @@ struct tally_stats_info {
 	uint64_t skipped;
 	uint64_t groups;
 	uint64_t fenced;
+	uint64_t barriers;
+	uint64_t takeovers;
 };
 
 /** tally_stats_tree_info() - fill @info; 0 or -EINVAL. */

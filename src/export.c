@@ -730,7 +730,7 @@ static int snapshot(struct tally_exporter *e, const struct source *s)
 	if (s->mode == TALLY_FLUSH_FORCE) {
 		/* The baseline designs may skip: then flush past them. */
 		if (!t->ops->flush(t->root, true))
-			stats_flush_subtree(t, t->root);
+			stats_flush_subtree(t, t->root, false);
 	} else {
 		tally_stats_snapshot(t->root, TALLY_FLUSH_IF_NEEDED, NULL,
 				     NULL);

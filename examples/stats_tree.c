@@ -30,7 +30,7 @@ int main(void)
 	CHECK(tally_stats_mod(svc, 0, 4096));	/* any thread, no lock */
 	CHECK(tally_stats_mod(svc, 2, 1));
 
-	/* Fresh: reflects every update that completed before the read. */
+	/* Fresh: reflects every update that happens before the read. */
 	CHECK(tally_stats_read(tenant, 0, TALLY_FLUSH_FORCE, &anon, NULL));
 	printf("tenant-a anon %ld\n", anon);		/* 4096 */
 	CHECK(tally_stats_render(tenant, TALLY_FLUSH_IF_NEEDED, text,

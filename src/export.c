@@ -482,7 +482,7 @@ static int build_family(struct family *f, enum tally_export_format format,
 		[FAMILY_HIER] = "Hierarchical ",
 		[FAMILY_LOCAL] = "Local ",
 		[FAMILY_ACCURACY] = "Largest total |change| of the updates "
-				    "completed before this export that the ",
+				    "that happen before this export that the ",
 	};
 	static const char *const help_tail[] = {
 		[FAMILY_HIER] = ": the group and its descendants (a sum over "

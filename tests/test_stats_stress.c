@@ -1128,15 +1128,10 @@ static void on_update_signal(int sig)
 	errno = saved_errno;
 }
 
-struct sig_writer {
-	struct sig_run *s;
-	int idx;
-};
-
+/* @arg: where the writer leaves its count of updates. */
 static void *sig_writer_main(void *arg)
 {
-	struct sig_writer *w = arg;
-	struct sig_run *s = w->s;
+	struct sig_run *s = __atomic_load_n(&sig_run, __ATOMIC_ACQUIRE);
 	long added = 0;
 
 	while (!stopped(&s->stop_writers)) {
@@ -1144,7 +1139,7 @@ static void *sig_writer_main(void *arg)
 		    tally_stats_mod(s->g, 1, -1) == 0)
 			added++;
 	}
-	s->added[w->idx] = added;
+	*(long *)arg = added;
 	return NULL;
 }
 
@@ -1163,7 +1158,6 @@ static void *sig_signaller_main(void *arg)
 
 TEST(updates_from_signal_handlers_are_counted_exactly)
 {
-	struct sig_writer w[SIG_WRITERS];
 	struct sig_run s = { 0 };
 	struct sigaction sa, old_sa;
 	struct tally_stats_tree *t;
@@ -1180,10 +1174,8 @@ TEST(updates_from_signal_handlers_are_counted_exactly)
 	sigemptyset(&sa.sa_mask);
 	__atomic_store_n(&sig_run, &s, __ATOMIC_RELEASE);
 	REQUIRE(sigaction(SIGUSR1, &sa, &old_sa) == 0);
-	for (int i = 0; i < SIG_WRITERS; i++) {
-		w[i] = (struct sig_writer){ &s, i };
-		pthread_create(&s.th[i], NULL, sig_writer_main, &w[i]);
-	}
+	for (int i = 0; i < SIG_WRITERS; i++)
+		pthread_create(&s.th[i], NULL, sig_writer_main, &s.added[i]);
 	pthread_create(&signaller, NULL, sig_signaller_main, &s);
 	/* Flushes make the group idle again: the next update claims it. */
 	while (harness_now() < end ||

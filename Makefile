@@ -2,7 +2,8 @@
 # examples and the command-line tool into build/; `make test` runs every test
 # in a plain, a fault-injection, an ASan+UBSan and a TSan build, the examples,
 # and checks the shared library's exports and installation; `make demo` runs
-# the reference benchmarks.
+# the reference benchmarks; `make docs` regenerates docs/API.md from the
+# headers.
 
 PREFIX ?= /usr/local
 LIBDIR ?= $(PREFIX)/lib
@@ -49,7 +50,8 @@ TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 EXAMPLE_BIN := $(EXAMPLE_SRC:examples/%.c=$(BUILD)/examples/%)
 SO_LINKS := $(BUILD)/$(SONAME) $(BUILD)/libtally.so
 
-.PHONY: all lib tests examples test check demo install uninstall clean deps
+.PHONY: all lib tests examples test check demo docs install uninstall clean \
+	deps
 # Keep the test objects make sees as intermediate: no relink every run.
 .SECONDARY:
 .DEFAULT_GOAL := all
@@ -117,7 +119,8 @@ $(BUILD)/examples/%: examples/%.c $(PUBLIC_HEADERS) $(BUILD)/libtally.a Makefile
 # of touching freed memory.  TSan does not model stand-alone fences
 # (-Wno-tsan): tally uses them for store-load ordering on the simulated and
 # no-membarrier paths, never for happens-before.  The runner also runs the
-# examples, scripts/check-exports.sh and scripts/check-cli.sh (the tool),
+# examples, scripts/check-exports.sh, scripts/check-cli.sh (the tool) and
+# scripts/check-docs.sh (docs/API.md up to date, every function's Context),
 # and prints the closing "N passed, N failed" line.
 test: deps
 	@sh scripts/ensure-deps.sh test
@@ -131,6 +134,13 @@ test: deps
 	@sh scripts/run-tests.sh
 
 check: test
+
+# The API reference, generated from the headers' comments; `make test`
+# (scripts/check-docs.sh) fails when the committed copy is stale.
+docs:
+	sh scripts/gen-api-docs.sh > docs/API.md.tmp || \
+		{ rm -f docs/API.md.tmp; exit 1; }
+	@mv docs/API.md.tmp docs/API.md
 
 # make demo: every benchmark's tables, its JSON in $(DEMO), and the plots
 # of that JSON with their index in $(DEMO)/plots (gnuplot is installed

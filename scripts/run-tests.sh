@@ -20,6 +20,9 @@
 #                             without gnuplot;
 #   scripts/check-cli.sh      the command-line tool: help, errors, exit
 #                             statuses, info's bounds, the metrics demo.
+#   scripts/check-docs.sh     docs/API.md is what scripts/gen-api-docs.sh
+#                             makes of the headers, and every public
+#                             function's comment has a Context: line.
 # Sanitizer runs get TALLY_TEST_SCALE=0.5 (fewer iterations, shorter
 # stress runs).  Each binary has TALLY_TEST_TIMEOUT seconds (600).
 #
@@ -113,6 +116,7 @@ run_set examples scripts/check-examples.sh
 run_set exports scripts/check-exports.sh
 run_set plot scripts/check-plot.sh
 run_set cli scripts/check-cli.sh
+run_set docs scripts/check-docs.sh
 
 echo "$total_passed passed, $total_failed failed"
 [ "$total_failed" -eq 0 ]

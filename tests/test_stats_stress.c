@@ -4,7 +4,8 @@
  * threads than the machine's cores updating, reading, creating and
  * destroying groups while the periodic flusher runs, on the system domain
  * (rseq updates, membarrier flushes) and on simulated domains (many
- * threads on one simulated CPU).
+ * threads on one simulated CPU), and from signal handlers that interrupt
+ * the updating threads.
  *
  * Oracles: every writer sums what it added per group and stat; once all
  * threads are joined a forced read of every group must equal those sums
@@ -23,6 +24,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1091,5 +1093,113 @@ TEST(fork_during_updates_leaves_child_flushes_working)
 	__atomic_store_n(&fw.stop, 1, __ATOMIC_RELAXED);
 	for (int i = 0; i < FORK_WRITERS; i++)
 		pthread_join(th[i], NULL);
+	tally_stats_tree_destroy(t);
+}
+
+/*
+ * Updates from signal handlers (tally_stats_mod() is async-signal-safe):
+ * threads update a group while another thread signals them and the main
+ * thread flushes, so that handlers land inside the interrupted thread's
+ * rseq sequence, its claim of the group, or its push on the CPU's list;
+ * each handler updates the same group and a child of it.  After the join
+ * a forced read must hold every thread's and every handler's deltas.
+ */
+enum { SIG_WRITERS = 2 };
+
+struct sig_run {
+	struct tally_stats_group *g, *child;
+	pthread_t th[SIG_WRITERS];
+	long added[SIG_WRITERS];
+	unsigned long handled;
+	int stop_writers, stop_signals;
+};
+
+static struct sig_run *sig_run;
+
+static void on_update_signal(int sig)
+{
+	struct sig_run *s = __atomic_load_n(&sig_run, __ATOMIC_ACQUIRE);
+	int saved_errno = errno;
+
+	(void)sig;
+	if (tally_stats_mod(s->g, 0, 2) == 0 &&
+	    tally_stats_mod(s->child, 1, 5) == 0)
+		__atomic_add_fetch(&s->handled, 1, __ATOMIC_RELAXED);
+	errno = saved_errno;
+}
+
+/* @arg: where the writer leaves its count of updates. */
+static void *sig_writer_main(void *arg)
+{
+	struct sig_run *s = __atomic_load_n(&sig_run, __ATOMIC_ACQUIRE);
+	long added = 0;
+
+	while (!stopped(&s->stop_writers)) {
+		if (tally_stats_mod(s->g, 0, 1) == 0 &&
+		    tally_stats_mod(s->g, 1, -1) == 0)
+			added++;
+	}
+	*(long *)arg = added;
+	return NULL;
+}
+
+static void *sig_signaller_main(void *arg)
+{
+	struct sig_run *s = arg;
+	const struct timespec pause = { 0, 20000 };
+
+	for (unsigned long i = 0; !stopped(&s->stop_signals); i++) {
+		pthread_kill(s->th[i % SIG_WRITERS], SIGUSR1);
+		if (i % 8 == 0)
+			nanosleep(&pause, NULL);
+	}
+	return NULL;
+}
+
+TEST(updates_from_signal_handlers_are_counted_exactly)
+{
+	struct sig_run s = { 0 };
+	struct sigaction sa, old_sa;
+	struct tally_stats_tree *t;
+	pthread_t signaller;
+	double end = harness_now() + seconds(0.5);
+	long events = 0, state = 0, hier, local;
+
+	REQUIRE(tally_stats_tree_create(&t, schema, NS, NULL) == 0);
+	REQUIRE(tally_stats_group_create(tally_stats_root(t), "g", &s.g) == 0);
+	REQUIRE(tally_stats_group_create(s.g, "child", &s.child) == 0);
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_update_signal;
+	sa.sa_flags = SA_RESTART;
+	sigemptyset(&sa.sa_mask);
+	__atomic_store_n(&sig_run, &s, __ATOMIC_RELEASE);
+	REQUIRE(sigaction(SIGUSR1, &sa, &old_sa) == 0);
+	for (int i = 0; i < SIG_WRITERS; i++)
+		pthread_create(&s.th[i], NULL, sig_writer_main, &s.added[i]);
+	pthread_create(&signaller, NULL, sig_signaller_main, &s);
+	/* Flushes make the group idle again: the next update claims it. */
+	while (harness_now() < end ||
+	       (!__atomic_load_n(&s.handled, __ATOMIC_RELAXED) &&
+		harness_now() < end + 60))
+		tally_stats_flush(s.g);
+	__atomic_store_n(&s.stop_signals, 1, __ATOMIC_RELAXED);
+	pthread_join(signaller, NULL);
+	__atomic_store_n(&s.stop_writers, 1, __ATOMIC_RELAXED);
+	for (int i = 0; i < SIG_WRITERS; i++) {
+		pthread_join(s.th[i], NULL);
+		events += s.added[i];
+		state -= s.added[i];
+	}
+	sigaction(SIGUSR1, &old_sa, NULL);
+	CHECK(s.handled > 0);
+	events += 2 * (long)s.handled;
+	state += 5 * (long)s.handled;
+	CHECK(tally_stats_read(s.g, 0, TALLY_FLUSH_FORCE, &hier, &local) == 0);
+	CHECK_EQ_LONG(hier, events);
+	CHECK_EQ_LONG(local, events);
+	CHECK(tally_stats_read(s.g, 1, TALLY_FLUSH_FORCE, &hier, NULL) == 0);
+	CHECK_EQ_LONG(hier, state);
+	CHECK(tally_stats_read(s.child, 1, TALLY_FLUSH_FORCE, &hier, NULL) == 0);
+	CHECK_EQ_LONG(hier, 5 * (long)s.handled);
 	tally_stats_tree_destroy(t);
 }

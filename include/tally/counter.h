@@ -120,6 +120,10 @@ struct tally_counter {
  * On failure @c is zeroed (when not NULL): tally_counter_destroy() on it
  * does nothing.
  *
+ * Context: MT-safe on distinct counters; not async-signal-safe: takes the
+ * counter registry's mutex and the per-CPU pool's, allocates (malloc(),
+ * mmap()), and with a NULL @d may build the system domain.
+ *
  * Return: 0, -EINVAL for a NULL @c or a bad batch, -ENOMEM, or -ENODEV when
  * @d is NULL and the system domain cannot be built (see
  * tally_domain_system()).
@@ -130,6 +134,9 @@ int tally_counter_init(struct tally_counter *c, struct tally_domain *d,
 /**
  * tally_counter_items_size() - bytes of item memory one counter needs.
  * @d: the domain; NULL means the system domain.
+ *
+ * Context: MT-safe; async-signal-safe when @d is not NULL (the first use of the
+ * system domain builds it: pthread_once(), allocation, /sys read with stdio).
  *
  * Return: the size (a multiple of 64), or 0 when @d is NULL and the system's
  * CPUs cannot be read.
@@ -152,6 +159,10 @@ size_t tally_counter_items_size(const struct tally_domain *d);
  * are zeroed (only @c[0] when @nr is out of range): destroying them with
  * the same @nr does nothing.
  *
+ * Context: MT-safe on distinct counters; not async-signal-safe: takes the
+ * counter registry's mutex and the per-CPU pool's, allocates (malloc(),
+ * mmap()), and with a NULL @d may build the system domain.
+ *
  * Return: 0, -EINVAL for NULL @c, @nr out of range, misaligned @items or a
  * bad batch, -ENOMEM, -ENODEV as for tally_counter_init().
  */
@@ -162,6 +173,10 @@ int tally_counter_init_many(struct tally_counter *c, void *items, size_t nr,
  * tally_counter_destroy() - free a counter from tally_counter_init().
  * @c: the counter; a counter whose init failed, or that was already
  *	destroyed, is ignored.
+ *
+ * Context: MT-safe on distinct counters (no other call on them may run); not
+ * async-signal-safe: takes the counter registry's mutex and the per-CPU pool's,
+ * frees memory.
  */
 void tally_counter_destroy(struct tally_counter *c);
 
@@ -169,20 +184,51 @@ void tally_counter_destroy(struct tally_counter *c);
  * tally_counter_destroy_many() - free counters from tally_counter_init_many().
  * @c: the array given to tally_counter_init_many().
  * @nr: its length.
+ *
+ * Context: MT-safe on distinct counters (no other call on them may run); not
+ * async-signal-safe: takes the counter registry's mutex and the per-CPU pool's,
+ * frees memory.
  */
 void tally_counter_destroy_many(struct tally_counter *c, size_t nr);
 
-/* Internal: carry @carry from CPU @cpu's slot into the tree. */
+/**
+ * tally_counter_propagate() - internal: carry @carry from CPU @cpu's slot
+ *	into the tree (tally_counter_add()'s slow path).
+ * @c: the counter.
+ * @cpu: the CPU whose slot crossed a multiple of the batch.
+ * @carry: the multiples of the batch it crossed.
+ *
+ * Context: MT-safe, async-signal-safe: relaxed atomic adds, no lock, no
+ * allocation, never waits.
+ */
 void tally_counter_propagate(struct tally_counter *c, unsigned int cpu,
 			     long carry);
-/* Internal: add on a simulated domain without a CPU (current CPU modulo). */
+
+/**
+ * tally_counter_add_simulated() - internal: tally_counter_add() on a
+ *	simulated domain, on the current CPU modulo the domain's count.
+ * @c: a counter on a simulated domain.
+ * @inc: the increment.
+ *
+ * Context: MT-safe, async-signal-safe: relaxed atomic adds, no lock, no
+ * allocation, never waits.
+ */
 void tally_counter_add_simulated(struct tally_counter *c, long inc);
 
-/*
+/**
+ * tally_counter_carry() - internal: the carry of a slot's move.
+ * @orig: the value before.
+ * @res: the value after.
+ * @batch: the step, a power of two.
+ *
  * The carry of a move from @orig to @res: the multiples of @batch crossed.
  * It equals the kernel's bit rule (low bits of |inc| cleared, plus one
  * batch when (inc ^ orig ^ res) & batch) and is computed without branches.
  * Unsigned arithmetic: a slot may wrap past LONG_MAX without harm.
+ *
+ * Context: MT-safe, async-signal-safe: arithmetic only.
+ *
+ * Return: the carry (a multiple of @batch, any sign).
  */
 static inline long tally_counter_carry(unsigned long orig, unsigned long res,
 				       unsigned long batch)
@@ -198,6 +244,10 @@ static inline long tally_counter_carry(unsigned long orig, unsigned long res,
  * A few nanoseconds: an rseq add-return and, once per batch, an atomic add
  * per tree level crossed.  On a simulated domain the current CPU number is
  * taken modulo the domain's CPU count (use tally_counter_add_cpu() there).
+ *
+ * Context: MT-safe, async-signal-safe: one restartable sequence, which a signal
+ * restarts; no lock, no allocation, never waits.  Adds made by a signal handler
+ * count once, like the others.
  */
 static inline void tally_counter_add(struct tally_counter *c, long inc)
 {
@@ -226,6 +276,9 @@ static inline void tally_counter_add(struct tally_counter *c, long inc)
  *
  * Atomic on the slot: threads may share a simulated CPU.
  *
+ * Context: MT-safe, async-signal-safe: relaxed atomic adds, no lock, no
+ * allocation, never waits.
+ *
  * Return: 0, or -EINVAL for a NULL @c, a counter on the system domain or a
  * CPU out of range.
  */
@@ -236,11 +289,16 @@ int tally_counter_add_cpu(struct tally_counter *c, unsigned int cpu, long inc);
  * @c: an initialized counter.
  *
  * One load (the root) from 17 CPUs up, at most 8 below (one line each).
- * Thread-safe and async-signal-safe: relaxed loads, no lock.
+ *
+ * Context: MT-safe, async-signal-safe: relaxed loads, no lock, no allocation.
  */
 long tally_counter_approximate_sum(const struct tally_counter *c);
 
-/** tally_counter_approximate_sum_positive() - as above, clamped at 0. */
+/**
+ * tally_counter_approximate_sum_positive() - as above, clamped at 0.
+ *
+ * Context: MT-safe, async-signal-safe: relaxed loads, no lock, no allocation.
+ */
 long tally_counter_approximate_sum_positive(const struct tally_counter *c);
 
 /**
@@ -248,6 +306,8 @@ long tally_counter_approximate_sum_positive(const struct tally_counter *c);
  * @c: an initialized counter.
  *
  * Exact when no add is in flight.
+ *
+ * Context: MT-safe, async-signal-safe: relaxed loads, no lock, no allocation.
  */
 long tally_counter_precise_sum(const struct tally_counter *c);
 
@@ -261,8 +321,9 @@ long tally_counter_precise_sum(const struct tally_counter *c);
  * @sums: set to each counter's precise sum, as tally_counter_precise_sum()
  *	gives it.
  *
- * O(nr_cpus * @nr) loads, no lock, no allocation: MT-safe and
- * async-signal-safe.  Exact when no add is in flight.
+ * O(nr_cpus * @nr) loads.  Exact when no add is in flight.
+ *
+ * Context: MT-safe, async-signal-safe: relaxed loads, no lock, no allocation.
  *
  * Return: 0, or -EINVAL for NULL @c or @sums, @nr out of range, a
  * destroyed counter or counters of different domains (@sums untouched).
@@ -275,6 +336,8 @@ int tally_counter_precise_sum_many(const struct tally_counter *c, size_t nr,
  *
  * A sum taken while adds run can observe a decrement before the increment
  * it follows; callers that divide by a size want this variant.
+ *
+ * Context: MT-safe, async-signal-safe: relaxed loads, no lock, no allocation.
  */
 long tally_counter_precise_sum_positive(const struct tally_counter *c);
 
@@ -287,6 +350,9 @@ long tally_counter_precise_sum_positive(const struct tally_counter *c);
  *
  * Adds into the caller's variables (saturating), so the range of a sum of
  * counters is accumulated by calling this once per counter.
+ *
+ * Context: MT-safe, async-signal-safe: no lock, no allocation (@under is the
+ * caller's, updated without an atomic).
  */
 void tally_counter_approximate_accuracy_range(const struct tally_counter *c,
 					      unsigned long *under,
@@ -298,6 +364,9 @@ void tally_counter_approximate_accuracy_range(const struct tally_counter *c,
  * @batch: power of two >= 2.
  * @under: set to the largest precise - approximate at quiescence.
  * @over: set to the largest approximate - precise at quiescence.
+ *
+ * Context: MT-safe; async-signal-safe when @d is not NULL (the first use of the
+ * system domain builds it: pthread_once(), allocation, /sys read with stdio).
  *
  * Return: 0, -EINVAL for a bad batch or NULL outputs, -ENODEV when @d is
  * NULL and the system's CPUs cannot be read.
@@ -313,6 +382,8 @@ int tally_counter_accuracy(const struct tally_domain *d, unsigned long batch,
  * @over: the accumulated over bound.
  * @min: set to approx - over (saturated at LONG_MIN).
  * @max: set to approx + under (saturated at LONG_MAX).
+ *
+ * Context: MT-safe, async-signal-safe: arithmetic only.
  */
 void tally_counter_approximate_min_max_range(long approx, unsigned long under,
 					     unsigned long over, long *min,
@@ -328,6 +399,8 @@ void tally_counter_approximate_min_max_range(long approx, unsigned long under,
  * precise sum may be just above LONG_MIN (its approximation wrapped), so
  * [LONG_MIN, LONG_MAX] is returned and the comparisons cannot decide
  * from the approximation alone.
+ *
+ * Context: MT-safe, async-signal-safe: relaxed loads, no lock, no allocation.
  */
 void tally_counter_approximate_min_max(const struct tally_counter *c,
 				       long *min, long *max);
@@ -339,6 +412,10 @@ void tally_counter_approximate_min_max(const struct tally_counter *c,
  * @b: second counter.
  *
  * Neither counter may be NULL (see tally_counter_precise_compare()).
+ *
+ * Context: MT-safe, async-signal-safe for non-NULL counters: relaxed loads, no
+ * lock, no allocation (a NULL counter makes it print with fprintf() and
+ * abort(), which is not async-signal-safe).
  *
  * Return: -1 when @a is surely below @b, 1 when surely above, 0 when their
  * ranges overlap and the approximations cannot decide.
@@ -352,6 +429,10 @@ int tally_counter_approximate_compare(const struct tally_counter *a,
  * @v: the value.
  *
  * @c may not be NULL (see tally_counter_precise_compare()).
+ *
+ * Context: MT-safe, async-signal-safe for non-NULL counters: relaxed loads, no
+ * lock, no allocation (a NULL counter makes it print with fprintf() and
+ * abort(), which is not async-signal-safe).
  *
  * Return: -1 when the counter is surely below @v, 1 when surely above, 0
  * when undecided.
@@ -372,6 +453,10 @@ int tally_counter_approximate_compare_value(const struct tally_counter *c,
  * breaks their contract: they print a message on stderr and abort(), in
  * every build.
  *
+ * Context: MT-safe, async-signal-safe for non-NULL counters: relaxed loads, no
+ * lock, no allocation (a NULL counter makes it print with fprintf() and
+ * abort(), which is not async-signal-safe).
+ *
  * Return: -1, 0 or 1 as @a's precise sum is below, equal to or above @b's.
  */
 int tally_counter_precise_compare(const struct tally_counter *a,
@@ -383,6 +468,10 @@ int tally_counter_precise_compare(const struct tally_counter *a,
  * @v: the value.
  *
  * @c may not be NULL (see tally_counter_precise_compare()).
+ *
+ * Context: MT-safe, async-signal-safe for non-NULL counters: relaxed loads, no
+ * lock, no allocation (a NULL counter makes it print with fprintf() and
+ * abort(), which is not async-signal-safe).
  *
  * Return: -1, 0 or 1 as the precise sum is below, equal to or above @v.
  */
@@ -396,6 +485,9 @@ int tally_counter_precise_compare_value(const struct tally_counter *c, long v);
  * Adjusts the bias so that the precise sum is @v; the tree is untouched,
  * so the accuracy bounds still hold.  Adds that run concurrently may be
  * absorbed into the bias: call it when the counter is quiet.
+ *
+ * Context: MT-safe, async-signal-safe: relaxed loads and one relaxed store, no
+ * lock, no allocation (concurrent adds may be absorbed, see above).
  */
 void tally_counter_set(struct tally_counter *c, long v);
 

@@ -67,6 +67,10 @@ enum tally_grouping {
  * slots, never remove them; when it has no cpu/possible the system domain
  * cannot be built.
  *
+ * Context: MT-safe (concurrent first callers wait for one build,
+ * pthread_once()); not async-signal-safe: the first call allocates and reads
+ * /sys with stdio.
+ *
  * Return: the domain, or NULL with errno set: ENOENT or EINVAL when
  * TALLY_SYSFS_ROOT has no or a malformed cpu/possible, ERANGE beyond 2^20
  * CPUs, ENOMEM.
@@ -79,6 +83,9 @@ struct tally_domain *tally_domain_system(void);
  * @nr_cpus: 1 to %TALLY_SIMULATED_MAX_CPUS, any value (not only powers of 2).
  * @grouping: %TALLY_GROUP_LOW_BITS (a simulated domain has no topology of its
  *	own; use tally_domain_create_from_sysfs() for one).
+ *
+ * Context: MT-safe; not async-signal-safe: allocates and takes the per-CPU pool
+ * registry's mutex.
  *
  * Return: 0, -EINVAL for a NULL @out, a CPU count out of range or an unknown
  * grouping, -ENOMEM when out of memory.
@@ -100,6 +107,9 @@ int tally_domain_create_simulated(struct tally_domain **out,
  *
  * Used to check the topology grouping against fixtures of large machines.
  *
+ * Context: MT-safe; not async-signal-safe: allocates, reads files with stdio,
+ * takes the per-CPU pool registry's mutex.
+ *
  * Return: 0, -EINVAL for NULL arguments, a malformed possible list or more
  * than %TALLY_SIMULATED_MAX_CPUS CPUs, -ENOENT when cpu/possible is missing,
  * -ENOMEM when out of memory.
@@ -114,13 +124,24 @@ int tally_domain_create_from_sysfs(struct tally_domain **out,
  *	domain is never freed: passing it is ignored.
  *
  * Every per-CPU allocation and counter built on @d must be freed first.
+ *
+ * Context: MT-safe on distinct domains; not async-signal-safe: takes the
+ * per-CPU pool registry's mutex, unmaps and frees memory.
  */
 void tally_domain_destroy(struct tally_domain *d);
 
-/** tally_domain_nr_cpus() - number of per-CPU slots of @d (max CPU id + 1). */
+/**
+ * tally_domain_nr_cpus() - number of per-CPU slots of @d (max CPU id + 1).
+ *
+ * Context: MT-safe, async-signal-safe: reads @d only.
+ */
 unsigned int tally_domain_nr_cpus(const struct tally_domain *d);
 
-/** tally_domain_is_simulated() - true when updates must name their CPU. */
+/**
+ * tally_domain_is_simulated() - true when updates must name their CPU.
+ *
+ * Context: MT-safe, async-signal-safe: reads @d only.
+ */
 bool tally_domain_is_simulated(const struct tally_domain *d);
 
 /**
@@ -138,6 +159,8 @@ bool tally_domain_is_simulated(const struct tally_domain *d);
  * c and c + 8 under %TALLY_GROUP_LOW_BITS (siblings on a 16-thread x86
  * machine as Linux numbers them).
  *
+ * Context: MT-safe, async-signal-safe: reads @d only.
+ *
  * Return: the number of levels above the per-CPU level (1 to
  * %TALLY_MAX_LEVELS).
  */
@@ -153,11 +176,17 @@ unsigned int tally_domain_shape(const struct tally_domain *d,
  * level-l item when p >> bits(l) == q >> bits(l), bits(l) being the sum of
  * log2(arity) over levels 1..l.
  *
+ * Context: MT-safe, async-signal-safe: reads @d only.
+ *
  * Return: the position, or -EINVAL for a CPU out of range.
  */
 int tally_domain_cpu_position(const struct tally_domain *d, unsigned int cpu);
 
-/** tally_domain_grouping() - the grouping actually in use on @d. */
+/**
+ * tally_domain_grouping() - the grouping actually in use on @d.
+ *
+ * Context: MT-safe, async-signal-safe: reads @d only.
+ */
 enum tally_grouping tally_domain_grouping(const struct tally_domain *d);
 
 #ifdef __cplusplus

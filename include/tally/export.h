@@ -145,7 +145,7 @@ struct tally_export_stats_options {
  * @out: where the exporter is stored.
  * @opts: output options, or NULL for the defaults.
  *
- * Thread-safe; not async-signal-safe.
+ * Context: MT-safe; not async-signal-safe: allocates.
  *
  * Return: 0, -EINVAL (NULL @out, unknown format, @nr_labels over
  * %TALLY_EXPORT_MAX_LABELS or non-zero with NULL @labels, a NULL, invalid,
@@ -158,6 +158,9 @@ int tally_exporter_create(struct tally_exporter **out,
 /**
  * tally_exporter_destroy() - free an exporter (its trees are untouched).
  * @e: the exporter, or NULL.  No other call on @e may run or follow.
+ *
+ * Context: MT-safe for different exporters (no other call on @e may run); not
+ * async-signal-safe: frees memory.
  */
 void tally_exporter_destroy(struct tally_exporter *e);
 
@@ -179,7 +182,8 @@ void tally_exporter_destroy(struct tally_exporter *e);
  * export's flush or a later one (a concurrent reader's): none is older
  * than the export.
  *
- * Thread safety as the header says; not async-signal-safe.
+ * Context: MT-safe for different exporters (one thread at a time per exporter);
+ * not async-signal-safe: allocates.
  *
  * Return: 0, -EINVAL (NULL @e or @t, bad prefix or unit, a mode other
  * than the two above), -EEXIST (two of the tree's families, or one of
@@ -202,7 +206,9 @@ int tally_exporter_add_stats(struct tally_exporter *e,
  * scraper could take for a whole one: call again with a larger buffer
  * (the next snapshot may be longer still: leave room for growth).
  *
- * Thread safety as the header says; not async-signal-safe.
+ * Context: MT-safe for different exporters (one thread at a time per exporter);
+ * not async-signal-safe: allocates and takes the trees' locks (the trees'
+ * structure locks, and their flush locks as each tree's mode says).
  *
  * Return: the text length, or -EINVAL (NULL @e, NULL @buf with a non-zero
  * @len), -ENOMEM.
@@ -214,7 +220,9 @@ long tally_export_buffer(struct tally_exporter *e, char *buf, size_t len);
  * @e: the exporter.
  * @f: the stream, left open and flushed (fflush()).
  *
- * Thread safety as the header says; not async-signal-safe.
+ * Context: MT-safe for different exporters (one thread at a time per exporter);
+ * not async-signal-safe: allocates and takes the trees' locks, writes with
+ * stdio.
  *
  * Return: 0, -EINVAL (NULL argument), -ENOMEM, -EIO (a write or the
  * flush failed: @f may hold part of the text).
@@ -235,7 +243,9 @@ int tally_export_file(struct tally_exporter *e, FILE *f);
  * after a crash one of them survives.  The temporary file is removed when
  * a step before the rename fails.
  *
- * Thread safety as the header says; not async-signal-safe.
+ * Context: MT-safe for different exporters (one thread at a time per exporter);
+ * not async-signal-safe: allocates and takes the trees' locks, creates, syncs
+ * and renames files.
  *
  * Return: 0, -EINVAL (NULL argument, empty @path or one ending in '/'),
  * -ENOMEM, or the negative errno of the failed mkostemp(), fchmod(),

@@ -124,6 +124,9 @@ struct tally_mm_range {
  * tally_mm_items_size() - bytes of tree-item memory one tally_mm needs.
  * @d: its domain; NULL means the system domain.
  *
+ * Context: MT-safe; async-signal-safe when @d is not NULL (the first use of the
+ * system domain builds it: pthread_once(), allocation, /sys read with stdio).
+ *
  * Return: the size (a multiple of 64), or 0 when @d is NULL and the
  * system's CPUs cannot be read.
  */
@@ -142,7 +145,10 @@ size_t tally_mm_items_size(const struct tally_domain *d);
  *
  * One per-CPU allocation holds the five slots of every CPU.  On failure
  * @mm (when not NULL) is left so that tally_mm_destroy() on it returns
- * -EINVAL and does nothing else.  Not async-signal-safe.
+ * -EINVAL and does nothing else.
+ *
+ * Context: MT-safe on distinct tally_mm; not async-signal-safe: as
+ * tally_counter_init_many(), takes the counter registry's mutex and allocates.
  *
  * Return: 0, -EINVAL for a NULL @mm, a bad batch or misaligned @items,
  * -EBUSY when @mm holds live counters (initialized and not destroyed:
@@ -167,7 +173,11 @@ int tally_mm_init(struct tally_mm *mm, struct tally_domain *d,
  * The sums are precise, so destroy only quiet counters (no add running).
  * A second destroy of the same memory, or a destroy of memory that was
  * never initialized successfully, is detected (the magic word is cleared)
- * and returns -EINVAL in every build.  Not async-signal-safe.
+ * and returns -EINVAL in every build.
+ *
+ * Context: MT-safe on distinct tally_mm; not async-signal-safe: takes the
+ * counter registry's mutex and the per-CPU pool's, frees memory (debug builds
+ * also print with stdio).
  *
  * Return: 0, -ENOTEMPTY (freed, but an item was not 0), or -EINVAL for a
  * NULL or not initialized @mm (nothing done).
@@ -183,8 +193,9 @@ int tally_mm_destroy(struct tally_mm *mm);
  * @delta: bytes allocated (positive) or freed (negative).
  *
  * A few nanoseconds and no lock: on the system domain an rseq add, no
- * atomic instruction (atomic on simulated domains); MT-safe and
- * async-signal-safe.
+ * atomic instruction (atomic on simulated domains).
+ *
+ * Context: MT-safe, async-signal-safe: no lock, no allocation, never waits.
  *
  * Return: 0, or -EINVAL for a NULL @mm, an unknown @item or a destroyed
  * @mm (nothing added).
@@ -211,7 +222,10 @@ static inline int tally_mm_add(struct tally_mm *mm, enum tally_mm_item item,
  * @item: which counter.
  * @delta: the increment.
  *
- * MT-safe (atomic on the slot).
+ * Atomic on the slot: threads may share a simulated CPU.
+ *
+ * Context: MT-safe, async-signal-safe: relaxed atomic adds, no lock, no
+ * allocation, never waits.
  *
  * Return: 0, or -EINVAL for a NULL or destroyed @mm, an unknown @item,
  * counters on the system domain or a CPU out of range.
@@ -229,8 +243,9 @@ int tally_mm_add_cpu(struct tally_mm *mm, unsigned int cpu,
  *	and [min, max], which holds the sum of the clamped precise values at
  *	quiescence.
  *
- * One load per item, plus its accuracy bound; MT-safe and
- * async-signal-safe.
+ * One load per item, plus its accuracy bound.
+ *
+ * Context: MT-safe, async-signal-safe: relaxed loads, no lock, no allocation.
  *
  * Return: 0, or -EINVAL for a NULL or destroyed @mm, a NULL @out, or a
  * mask that names no item or has a bit no TALLY_MM_BIT() sets (a bare
@@ -246,7 +261,9 @@ int tally_mm_approximate(const struct tally_mm *mm, unsigned int mask,
  *
  * Sums every CPU's slot of each item (O(nr_cpus) per item), clamps each
  * item at 0 and adds them, saturating at LONG_MAX.  Exact when no add is
- * in flight.  MT-safe and async-signal-safe.
+ * in flight.
+ *
+ * Context: MT-safe, async-signal-safe: relaxed loads, no lock, no allocation.
  *
  * Return: the sum (>= 0), or -EINVAL for a NULL or destroyed @mm or a bad
  * mask.
@@ -256,6 +273,8 @@ long tally_mm_precise(const struct tally_mm *mm, unsigned int mask);
 /**
  * tally_mm_item_name() - the name of an item, e.g. "TALLY_MM_ANON".
  * @item: the item.
+ *
+ * Context: MT-safe, async-signal-safe: returns a constant.
  *
  * Return: a static string, or NULL for an unknown item.
  */

@@ -190,7 +190,11 @@ struct tally_oom_result {
  * MT-safe against adds to the candidates' counters: the choice is then one
  * of the eligible candidates, judged on sums taken while the adds ran, and
  * @exact only describes those sums.  The candidates must stay initialized
- * during the call.  Allocates nothing; async-signal-safe when @badness is.
+ * during the call.
+ *
+ * Context: MT-safe against adds to the candidates' counters (see above;
+ * concurrent selections must not share @cands); async-signal-safe when @opts's
+ * badness callback is: no lock, no allocation.
  *
  * Return: 0, -ENOENT when no candidate is eligible (including @nr 0),
  * -EINVAL for a NULL @res, a NULL @cands with @nr > 0, an unknown method,

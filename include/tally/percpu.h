@@ -29,6 +29,13 @@
  * Updates may start before tally's constructor ran (from another
  * constructor): the first one sets the mode up.
  *
+ * Signals.  The updates are async-signal-safe: the kernel restarts a
+ * sequence that a signal interrupts, so a handler's update of the same
+ * slot is never lost, and the slow paths take no lock and allocate
+ * nothing.  That holds once the mode is decided, which tally's constructor
+ * does at load time; an update before that (from another constructor)
+ * decides it under pthread_once().
+ *
  * Never mixed: an atomic add could race with another thread's plain rseq
  * store on the same slot and lose counts.  So in a process that uses rseq,
  * a thread that cannot (tally's own registration refused by the kernel,
@@ -61,6 +68,9 @@ extern "C" {
  * @align: alignment of each CPU's copy: a power of two up to 4096, or 0
  *	for 8.
  *
+ * Context: MT-safe; not async-signal-safe: takes the pool's mutex, may mmap()
+ * and allocate, and with a NULL @d may build the system domain.
+ *
  * Return: the per-CPU pointer (CPU 0's copy), or NULL with errno set to
  * EINVAL (bad size or alignment, no system domain) or ENOMEM.
  */
@@ -72,6 +82,9 @@ void *tally_percpu_alloc(struct tally_domain *d, size_t size, size_t align);
  * @ptr: a pointer from tally_percpu_alloc() on @d, or NULL (ignored).
  *
  * The memory is zeroed again before it is reused.
+ *
+ * Context: MT-safe on distinct pointers; not async-signal-safe: takes the
+ * pool's mutex.
  */
 void tally_percpu_free(struct tally_domain *d, void *ptr);
 
@@ -79,6 +92,8 @@ void tally_percpu_free(struct tally_domain *d, void *ptr);
  * tally_percpu_ptr() - CPU @cpu's copy of a per-CPU object.
  * @ptr: a per-CPU pointer.
  * @cpu: a CPU number below the domain's nr_cpus (not checked).
+ *
+ * Context: MT-safe, async-signal-safe: arithmetic only.
  */
 static inline void *tally_percpu_ptr(const void *ptr, unsigned int cpu)
 {
@@ -105,11 +120,18 @@ enum tally_rseq_mode {
  * rseq updates with atomic ones, which could lose updates.  Setting the
  * environment variable TALLY_RSEQ=off before the first use forces
  * %TALLY_RSEQ_FALLBACK (used by the tests of the fallback path).
+ *
+ * Context: MT-safe, async-signal-safe once tally's constructor has run (one
+ * load); a call before it, from another constructor, decides the mode under
+ * pthread_once().
  */
 enum tally_rseq_mode tally_rseq_mode(void);
 
 /**
  * tally_current_cpu() - the CPU this thread runs on, from the rseq area.
+ *
+ * Context: MT-safe, async-signal-safe once tally's constructor has run: a load
+ * from the rseq area, or sched_getcpu() without one; no lock, no allocation.
  *
  * Return: a CPU number (possibly stale as soon as it is returned).
  */
@@ -117,15 +139,63 @@ unsigned int tally_current_cpu(void);
 
 /* Internal: offset of the rseq area from the thread pointer. */
 extern ptrdiff_t tally_rseq_area_offset;
-/* Internal: the update path when this thread has no usable rseq area. */
+/**
+ * tally_percpu_add_return_slow() - internal: tally_percpu_add_return()
+ *	when this thread has no usable rseq area.
+ * @ptr: as for tally_percpu_add_return().
+ * @v: the increment.
+ * @cpu: set to the CPU whose copy was updated.
+ *
+ * Before the mode is decided, decides it; in %TALLY_RSEQ_OWN mode
+ * registers the thread's area and redoes the sequence; in
+ * %TALLY_RSEQ_FALLBACK mode adds atomically on sched_getcpu()'s slot.  A
+ * thread that has no rseq area in a process that uses rseq aborts the
+ * process (a message by write(), then abort()).
+ *
+ * Context: MT-safe, async-signal-safe once tally's constructor has run: at most
+ * one rseq() system call registering the thread, else an atomic add; no lock,
+ * no allocation, never waits (before the constructor it decides the mode under
+ * pthread_once()).
+ *
+ * Return: the new value of that CPU's copy.
+ */
 long tally_percpu_add_return_slow(long *ptr, long v, unsigned int *cpu);
 
-/* Internal: tally_percpu_add_hints() without a usable rseq area. */
+/**
+ * tally_percpu_add_hints_slow() - internal: tally_percpu_add_hints()
+ *	without a usable rseq area, as tally_percpu_add_return_slow().
+ * @base: as for tally_percpu_add_hints().
+ * @offs: the offsets of the hinted longs.
+ * @nr: their number.
+ * @hint: added to each of them.
+ * @ptr: the long that gets @v.
+ * @v: the exact increment.
+ * @cpu: set to the CPU whose copies were updated.
+ *
+ * Context: MT-safe, async-signal-safe once tally's constructor has run: at most
+ * one rseq() system call registering the thread, else an atomic add; no lock,
+ * no allocation, never waits (before the constructor it decides the mode under
+ * pthread_once()).
+ *
+ * Return: as tally_percpu_add_hints().
+ */
 unsigned long tally_percpu_add_hints_slow(long *base, const long *offs,
 					  unsigned long nr, long hint,
 					  long *ptr, long v, unsigned int *cpu);
 
-/* Internal: tally_percpu_xchg() without a usable rseq area. */
+/**
+ * tally_percpu_xchg_slow() - internal: tally_percpu_xchg() without a
+ *	usable rseq area, as tally_percpu_add_return_slow().
+ * @ptr: as for tally_percpu_xchg().
+ * @v: the new value.
+ *
+ * Context: MT-safe, async-signal-safe once tally's constructor has run: at most
+ * one rseq() system call registering the thread, else an atomic add; no lock,
+ * no allocation, never waits (before the constructor it decides the mode under
+ * pthread_once()).
+ *
+ * Return: the value it replaced.
+ */
 long tally_percpu_xchg_slow(long *ptr, long v);
 
 /**
@@ -133,6 +203,9 @@ long tally_percpu_xchg_slow(long *ptr, long v);
  * @ptr: per-CPU pointer to a long, allocated on the system domain.
  * @v: the increment (any sign).
  * @cpu: set to the CPU whose copy was updated.
+ *
+ * Context: MT-safe, async-signal-safe: one restartable sequence, which a signal
+ * restarts; no lock, no allocation, never waits.
  *
  * Return: the new value of that CPU's copy.
  */
@@ -145,6 +218,9 @@ static inline long tally_percpu_add_return(long *ptr, long v,
  * @v: the increment (any sign).
  *
  * The cheapest exact per-CPU update: one add to memory commits it.
+ *
+ * Context: MT-safe, async-signal-safe: one restartable sequence, which a signal
+ * restarts; no lock, no allocation, never waits.
  */
 static inline void tally_percpu_add(long *ptr, long v);
 
@@ -168,6 +244,10 @@ static inline void tally_percpu_add(long *ptr, long v);
  * use it only for counts where counting too much is harmless, like the
  * flush thresholds of the statistics tree.
  *
+ * Context: MT-safe, async-signal-safe: one restartable sequence, which a signal
+ * restarts; no lock, no allocation, never waits.  A restart may add a hint
+ * twice (see above).
+ *
  * Return: the bitwise OR of the new hint values (0 without hints); with a
  * power-of-two batch, it is >= batch exactly when some hint reached the
  * batch.
@@ -182,6 +262,9 @@ static inline unsigned long tally_percpu_add_hints(long *base,
  * tally_percpu_xchg() - replace the current CPU's copy of a long.
  * @ptr: per-CPU pointer to a long, allocated on the system domain.
  * @v: the new value.
+ *
+ * Context: MT-safe, async-signal-safe: one restartable sequence, which a signal
+ * restarts; no lock, no allocation, never waits.
  *
  * Return: the value it replaced; together with tally_percpu_add*() on the
  * same slot, nothing is lost or counted twice.
@@ -203,6 +286,8 @@ static inline long tally_percpu_xchg(long *ptr, long v);
  * For simulated domains, where updates name their CPU.  Safe from any
  * thread; never mix it with tally_percpu_add*() on the same slot.
  *
+ * Context: MT-safe, async-signal-safe: one relaxed atomic add, no lock.
+ *
  * Return: the new value of that copy.
  */
 static inline long tally_percpu_add_return_cpu(long *ptr, unsigned int cpu,
@@ -218,6 +303,8 @@ static inline long tally_percpu_add_return_cpu(long *ptr, unsigned int cpu,
  * tally_percpu_read_cpu() - read CPU @cpu's copy of a long.
  * @ptr: per-CPU pointer to a long.
  * @cpu: a CPU below the domain's nr_cpus (not checked).
+ *
+ * Context: MT-safe, async-signal-safe: one relaxed load.
  */
 static inline long tally_percpu_read_cpu(const long *ptr, unsigned int cpu)
 {

@@ -88,7 +88,12 @@ extern unsigned long tally_inject_rseq_aborts
 #define TALLY_RSEQ_AREA_(off)						\
 	((unsigned char *)__builtin_thread_pointer() + (off))
 
-/* Internal: the thread's rseq area, once the mode is set up. */
+/**
+ * tally_rseq_area_() - internal: the thread's rseq area, once the mode is
+ *	set up.
+ *
+ * Context: MT-safe, async-signal-safe: arithmetic only.
+ */
 static inline unsigned char *tally_rseq_area_(void)
 {
 	return TALLY_RSEQ_AREA_(tally_rseq_area_offset);

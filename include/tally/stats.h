@@ -166,6 +166,10 @@ struct tally_stats_options {
  * @nr_stats: 1 to %TALLY_STATS_MAX.
  * @opts: options, or NULL for the defaults.
  *
+ * Context: MT-safe; not async-signal-safe: allocates, takes the tree registry's
+ * mutex and the per-CPU pool's; the first tree on the system domain sets the
+ * membarrier() mode up under pthread_once().
+ *
  * Return: 0, -EINVAL (NULL, bad schema: empty or duplicate names, unknown
  * kind; bad options), -ENOMEM, -ENODEV (no system domain).  On failure
  * *@out is left untouched and nothing needs to be destroyed.
@@ -179,19 +183,34 @@ int tally_stats_tree_create(struct tally_stats_tree **out,
  * tally_stats_tree_destroy() - stop the periodic flusher and free the tree
  *	and all its groups.
  * @t: the tree, or NULL.  No other call on @t may run or follow.
+ *
+ * Context: MT-safe against calls on other trees only (none on @t may run); not
+ * async-signal-safe: joins the periodic flusher, takes the tree registry's
+ * mutex, frees memory.
  */
 void tally_stats_tree_destroy(struct tally_stats_tree *t);
 
-/** tally_stats_root() - the root group of @t. */
+/**
+ * tally_stats_root() - the root group of @t.
+ *
+ * Context: MT-safe, async-signal-safe: one load.
+ */
 struct tally_stats_group *tally_stats_root(struct tally_stats_tree *t);
 
-/** tally_stats_nr_stats() - the schema size of @t. */
+/**
+ * tally_stats_nr_stats() - the schema size of @t.
+ *
+ * Context: MT-safe, async-signal-safe: one load.
+ */
 unsigned int tally_stats_nr_stats(const struct tally_stats_tree *t);
 
 /**
  * tally_stats_stat_index() - the index of a stat by name.
  * @t: the tree.
  * @name: the stat's name.
+ *
+ * Context: MT-safe, async-signal-safe: compares the schema's names, no lock, no
+ * allocation.
  *
  * Return: the index, or -EINVAL for NULL, -ENOENT for an unknown name.
  */
@@ -207,6 +226,9 @@ int tally_stats_stat_index(const struct tally_stats_tree *t, const char *name);
  * Creation writes no CPU's per-CPU copy: a group costs memory on a CPU
  * only once that CPU updates it.  Finding a name among the siblings costs
  * O(1) on average: flat trees of many groups build in linear time.
+ *
+ * Context: MT-safe; not async-signal-safe: takes the tree's structure lock (a
+ * rwlock) for writing, allocates (malloc(), the per-CPU pool's mutex).
  *
  * Return: 0, -EINVAL (NULL, bad name, parent being destroyed), -EEXIST,
  * -ENOMEM.
@@ -227,6 +249,11 @@ int tally_stats_group_create(struct tally_stats_group *parent,
  * destroy included, is a misuse (debug builds return -EINVAL for a second
  * destroy; release builds may crash).
  *
+ * Context: MT-safe against calls on other groups; not async-signal-safe: takes
+ * the structure lock for writing, flushes @g (the flush locks, a futex sleep
+ * for an update in flight), issues membarrier(), waits for the readers sharing
+ * a flush of @g, frees memory.
+ *
  * Return: 0, -EINVAL (NULL or the root), -EBUSY (it has children).
  */
 int tally_stats_group_destroy(struct tally_stats_group *g);
@@ -236,6 +263,9 @@ int tally_stats_group_destroy(struct tally_stats_group *g);
  * @t: the tree.
  * @path: names separated by '/', from the root ("a/b/c"); "" is the root.
  * @out: where the group is stored.
+ *
+ * Context: MT-safe; not async-signal-safe: takes the structure lock for reading
+ * (and waits for a writer).
  *
  * Return: 0, -EINVAL (NULL, empty path component), -ENOENT.
  */
@@ -251,6 +281,9 @@ int tally_stats_group_find(struct tally_stats_tree *t, const char *path,
  *	and a waiting writer (create, destroy, fork) goes first.
  * @arg: passed to @fn.
  *
+ * Context: MT-safe; not async-signal-safe: holds the structure lock for reading
+ * during the walk (and waits for a writer).
+ *
  * Return: 0, @fn's non-zero value, or -EINVAL for NULL.
  */
 int tally_stats_group_for_each_child(struct tally_stats_group *g,
@@ -258,10 +291,20 @@ int tally_stats_group_for_each_child(struct tally_stats_group *g,
 					       const char *name, void *arg),
 				     void *arg);
 
-/** tally_stats_group_name() - the group's name ("" for the root). */
+/**
+ * tally_stats_group_name() - the group's name ("" for the root).
+ *
+ * Context: MT-safe, async-signal-safe: one load (@g must not be destroyed
+ * meanwhile).
+ */
 const char *tally_stats_group_name(const struct tally_stats_group *g);
 
-/** tally_stats_group_parent() - the parent group, NULL for the root. */
+/**
+ * tally_stats_group_parent() - the parent group, NULL for the root.
+ *
+ * Context: MT-safe, async-signal-safe: one load (@g must not be destroyed
+ * meanwhile).
+ */
 struct tally_stats_group *
 tally_stats_group_parent(const struct tally_stats_group *g);
 
@@ -270,6 +313,9 @@ tally_stats_group_parent(const struct tally_stats_group *g);
  * @g: the group.
  * @buf: output buffer.
  * @len: its size.
+ *
+ * Context: MT-safe, async-signal-safe: walks the ancestors (which cannot be
+ * destroyed while @g lives), no lock, no allocation.
  *
  * Return: the path length, -EINVAL (NULL @g, or NULL @buf with a non-zero
  * @len), or -ENOSPC when @buf is too small (always when @len is 0).
@@ -291,6 +337,9 @@ int tally_stats_group_path(const struct tally_stats_group *g, char *buf,
  * pushes it on that CPU's list.  A @delta of 0 does nothing.  Values wrap
  * modulo 2^64 (any delta, LONG_MIN included, is accepted for a state).
  *
+ * Context: MT-safe, async-signal-safe: one restartable sequence and atomics, at
+ * most a futex wake (which never blocks); no lock, no allocation, never waits.
+ *
  * Return: 0, or -EINVAL for NULL, an unknown stat, a negative event delta
  * or a tree on a simulated domain.
  */
@@ -303,6 +352,9 @@ int tally_stats_mod(struct tally_stats_group *g, unsigned int stat,
  * @cpu: the CPU.
  * @stat: the stat index.
  * @delta: the change.
+ *
+ * Context: MT-safe, async-signal-safe: atomics, at most a futex wake (which
+ * never blocks); no lock, no allocation, never waits.
  *
  * Return: 0, or -EINVAL (CPU out of range, system-domain tree, bad stat).
  */
@@ -317,6 +369,11 @@ int tally_stats_mod_cpu(struct tally_stats_group *g, unsigned int cpu,
  * @hier: set to the value of the group and all its descendants (or NULL).
  * @local: set to the value of the group alone (or NULL).
  *
+ * Context: MT-safe; async-signal-safe only with %TALLY_FLUSH_NONE (loads only):
+ * the other modes may flush, which takes the tree's flush locks, may sleep on a
+ * futex for an update in flight or wait for another reader's flush, and may
+ * issue membarrier().
+ *
  * Return: 0, -EINVAL (NULL group, unknown stat or mode).
  */
 int tally_stats_read(struct tally_stats_group *g, unsigned int stat,
@@ -328,6 +385,11 @@ int tally_stats_read(struct tally_stats_group *g, unsigned int stat,
  * @mode: the flush mode.
  * @hier: array of nr_stats hierarchical values (or NULL).
  * @local: array of nr_stats local values (or NULL).
+ *
+ * Context: MT-safe; async-signal-safe only with %TALLY_FLUSH_NONE (loads only):
+ * the other modes may flush, which takes the tree's flush locks, may sleep on a
+ * futex for an update in flight or wait for another reader's flush, and may
+ * issue membarrier().
  *
  * Return: 0, -EINVAL.
  */
@@ -342,6 +404,9 @@ int tally_stats_snapshot(struct tally_stats_group *g,
  * @buf: output buffer, NUL-terminated on success.
  * @len: its size.
  *
+ * Context: MT-safe; not async-signal-safe: formats with snprintf(), and flushes
+ * as tally_stats_read() does in every mode but %TALLY_FLUSH_NONE.
+ *
  * Return: the text length, -EINVAL, or -ENOSPC (nothing useful in @buf).
  */
 int tally_stats_render(struct tally_stats_group *g, enum tally_flush_mode mode,
@@ -350,6 +415,10 @@ int tally_stats_render(struct tally_stats_group *g, enum tally_flush_mode mode,
 /**
  * tally_stats_flush() - flush @g's subtree now (a forced flush).
  * @g: the group.
+ *
+ * Context: MT-safe; not async-signal-safe: takes the tree's flush locks, may
+ * sleep on a futex for an update in flight or wait for another reader's flush,
+ * may issue membarrier().
  *
  * Return: 0, -EINVAL.
  */
@@ -367,6 +436,8 @@ int tally_stats_flush(struct tally_stats_group *g);
  * all stats of the subtree, whatever the deltas (huge ones included) and
  * however threads migrate.
  *
+ * Context: MT-safe, async-signal-safe: arithmetic on the tree's constants.
+ *
  * Return: the bound, in units of the stats; 0 for a NULL @t.
  */
 unsigned long tally_stats_read_bound(const struct tally_stats_tree *t);
@@ -378,11 +449,19 @@ unsigned long tally_stats_read_bound(const struct tally_stats_tree *t);
  * Every period it flushes the root (ignoring thresholds) and records the
  * time for ratelimited reads.
  *
+ * Context: MT-safe; not async-signal-safe: takes the tree's periodic mutex and
+ * creates a thread.
+ *
  * Return: 0, -EINVAL, -EALREADY, or a pthread_create() error (negative).
  */
 int tally_stats_periodic_start(struct tally_stats_tree *t);
 
-/** tally_stats_periodic_stop() - stop it and wait for it; 0 or -EINVAL. */
+/**
+ * tally_stats_periodic_stop() - stop it and wait for it; 0 or -EINVAL.
+ *
+ * Context: MT-safe; not async-signal-safe: takes the periodic mutex and joins
+ * the flusher thread (waits for its flush to end).
+ */
 int tally_stats_periodic_stop(struct tally_stats_tree *t);
 
 /**
@@ -391,6 +470,9 @@ int tally_stats_periodic_stop(struct tally_stats_tree *t);
  *
  * The periodic thread calls it; tests that drive a fake clock call it
  * directly.
+ *
+ * Context: MT-safe; not async-signal-safe: calls the options' clock and may
+ * flush the root, as tally_stats_flush().
  *
  * Return: 1 when it flushed, 0 when not due or when the design skipped
  * the flush (LINUX61 while another flush runs), -EINVAL.
@@ -427,11 +509,19 @@ struct tally_stats_info {
 	uint64_t takeovers;
 };
 
-/** tally_stats_tree_info() - fill @info; 0 or -EINVAL. */
+/**
+ * tally_stats_tree_info() - fill @info; 0 or -EINVAL.
+ *
+ * Context: MT-safe, async-signal-safe: relaxed loads, no lock, no allocation.
+ */
 int tally_stats_tree_info(const struct tally_stats_tree *t,
 			  struct tally_stats_info *info);
 
-/** tally_stats_design_name() - "tally", "linux61", "seed001", "linux68". */
+/**
+ * tally_stats_design_name() - "tally", "linux61", "seed001", "linux68".
+ *
+ * Context: MT-safe, async-signal-safe: returns a constant.
+ */
 const char *tally_stats_design_name(enum tally_stats_design design);
 
 #ifdef __cplusplus

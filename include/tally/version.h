@@ -32,7 +32,7 @@ extern "C" {
 /**
  * tally_version() - the version of the library linked at run time.
  *
- * Thread-safe and async-signal-safe (returns a constant).
+ * Context: MT-safe, async-signal-safe: returns a constant.
  *
  * Return: "MAJOR.MINOR.PATCH", a static string.
  */

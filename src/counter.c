@@ -41,6 +41,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <tally/counter.h>
 #include "counter_internal.h"
@@ -471,9 +472,16 @@ void tally_counter_approximate_min_max(const struct tally_counter *c,
  */
 static void require_counter(const struct tally_counter *c, const char *fn)
 {
+	static const char head[] = "tally: ", tail[] =
+		"() called with a NULL counter\n";
+
 	if (c)
 		return;
-	fprintf(stderr, "tally: %s() called with a NULL counter\n", fn);
+	/* write(), not stdio: a compare may run in a signal handler. */
+	if (write(STDERR_FILENO, head, sizeof(head) - 1) < 0 ||
+	    write(STDERR_FILENO, fn, strlen(fn)) < 0 ||
+	    write(STDERR_FILENO, tail, sizeof(tail) - 1) < 0)
+		abort();
 	abort();
 }
 

@@ -413,9 +413,8 @@ void tally_counter_approximate_min_max(const struct tally_counter *c,
  *
  * Neither counter may be NULL (see tally_counter_precise_compare()).
  *
- * Context: MT-safe, async-signal-safe for non-NULL counters: relaxed loads, no
- * lock, no allocation (a NULL counter makes it print with fprintf() and
- * abort(), which is not async-signal-safe).
+ * Context: MT-safe, async-signal-safe: relaxed loads, no lock, no
+ * allocation (a NULL counter makes it write() its message and abort()).
  *
  * Return: -1 when @a is surely below @b, 1 when surely above, 0 when their
  * ranges overlap and the approximations cannot decide.
@@ -430,9 +429,8 @@ int tally_counter_approximate_compare(const struct tally_counter *a,
  *
  * @c may not be NULL (see tally_counter_precise_compare()).
  *
- * Context: MT-safe, async-signal-safe for non-NULL counters: relaxed loads, no
- * lock, no allocation (a NULL counter makes it print with fprintf() and
- * abort(), which is not async-signal-safe).
+ * Context: MT-safe, async-signal-safe: relaxed loads, no lock, no
+ * allocation (a NULL counter makes it write() its message and abort()).
  *
  * Return: -1 when the counter is surely below @v, 1 when surely above, 0
  * when undecided.
@@ -453,9 +451,8 @@ int tally_counter_approximate_compare_value(const struct tally_counter *c,
  * breaks their contract: they print a message on stderr and abort(), in
  * every build.
  *
- * Context: MT-safe, async-signal-safe for non-NULL counters: relaxed loads, no
- * lock, no allocation (a NULL counter makes it print with fprintf() and
- * abort(), which is not async-signal-safe).
+ * Context: MT-safe, async-signal-safe: relaxed loads, no lock, no
+ * allocation (a NULL counter makes it write() its message and abort()).
  *
  * Return: -1, 0 or 1 as @a's precise sum is below, equal to or above @b's.
  */
@@ -469,9 +466,8 @@ int tally_counter_precise_compare(const struct tally_counter *a,
  *
  * @c may not be NULL (see tally_counter_precise_compare()).
  *
- * Context: MT-safe, async-signal-safe for non-NULL counters: relaxed loads, no
- * lock, no allocation (a NULL counter makes it print with fprintf() and
- * abort(), which is not async-signal-safe).
+ * Context: MT-safe, async-signal-safe: relaxed loads, no lock, no
+ * allocation (a NULL counter makes it write() its message and abort()).
  *
  * Return: -1, 0 or 1 as the precise sum is below, equal to or above @v.
  */

@@ -35,8 +35,9 @@
  *     destroy, the periodic flusher) until it runs again, without burning
  *     a CPU.  Updates never wait for anything.
  *
- * Memory barriers: updates need no fence, and flushes issue no system
- * call.  A group a flush found updated stays on the flush path (visited by
+ * Memory barriers: updates need no fence, and flushes issue no barrier
+ * of their own (their only system call is a futex wait for an updater
+ * caught between its claim and its push).  A group a flush found updated stays on the flush path (visited by
  * the flushes of its ancestors) until a membarrier(PRIVATE_EXPEDITED)
  * issued after that flush has made every racing update visible; reads
  * that flush issue one at most every 10 ms in the process, and destroy

@@ -38,12 +38,11 @@
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include <tally/counter.h>
+#include "contract.h"
 #include "counter_internal.h"
 #include "domain_internal.h"
 #include "inject.h"
@@ -328,15 +327,29 @@ static long load_bias(const struct tally_counter *c)
 	return __atomic_load_n(&c->bias, __ATOMIC_RELAXED);
 }
 
+/*
+ * The reads answer a value and the compares -1, 0 or 1, where an error
+ * code would read as a value: a NULL counter breaks their contract and
+ * aborts with a message, in every build.
+ */
+static void require_counter(const struct tally_counter *c, const char *fn)
+{
+	if (__builtin_expect(!c, 0))
+		contract_null_abort(fn, "counter");
+}
+
 long tally_counter_approximate_sum(const struct tally_counter *c)
 {
+	const struct tally_counter_item *top;
+	unsigned long sum;
+	unsigned int nr;
+
+	require_counter(c, __func__);
 	/* The top level: 1 item, or up to 8 on machines of up to 16 CPUs. */
-	unsigned int nr = c->nr_top;
-	const struct tally_counter_item *top =
-		c->items + c->domain->nr_items - nr;
-	unsigned long sum = (unsigned long)load_bias(c) +
-			    (unsigned long)__atomic_load_n(&top[0].value,
-							   __ATOMIC_RELAXED);
+	nr = c->nr_top;
+	top = c->items + c->domain->nr_items - nr;
+	sum = (unsigned long)load_bias(c) +
+	      (unsigned long)__atomic_load_n(&top[0].value, __ATOMIC_RELAXED);
 
 	for (unsigned int i = 1; i < nr; i++)
 		sum += (unsigned long)__atomic_load_n(&top[i].value,
@@ -386,6 +399,7 @@ static unsigned long slot_sum(const struct tally_counter *c)
 
 long tally_counter_precise_sum(const struct tally_counter *c)
 {
+	require_counter(c, __func__);
 	return (long)(slot_sum(c) + (unsigned long)load_bias(c));
 }
 
@@ -413,6 +427,7 @@ long tally_counter_precise_sum_positive(const struct tally_counter *c)
 
 void tally_counter_set(struct tally_counter *c, long v)
 {
+	require_counter(c, __func__);
 	__atomic_store_n(&c->bias, (long)((unsigned long)v - slot_sum(c)),
 			 __ATOMIC_RELAXED);
 }
@@ -421,6 +436,7 @@ void tally_counter_approximate_accuracy_range(const struct tally_counter *c,
 					      unsigned long *under,
 					      unsigned long *over)
 {
+	require_counter(c, __func__);
 	*under = add_saturated(*under, c->under);
 	(void)over;	/* the approximation never exceeds the precise sum */
 }
@@ -462,27 +478,8 @@ void tally_counter_approximate_min_max(const struct tally_counter *c,
 {
 	long approx;
 
+	require_counter(c, __func__);
 	counter_approximate_range(c, &approx, min, max);
-}
-
-/*
- * A compare answers -1, 0 or 1 in one int, where an error code would read
- * as "below": a NULL counter breaks the contract and aborts, in every
- * build.
- */
-static void require_counter(const struct tally_counter *c, const char *fn)
-{
-	static const char head[] = "tally: ", tail[] =
-		"() called with a NULL counter\n";
-
-	if (c)
-		return;
-	/* write(), not stdio: a compare may run in a signal handler. */
-	if (write(STDERR_FILENO, head, sizeof(head) - 1) < 0 ||
-	    write(STDERR_FILENO, fn, strlen(fn)) < 0 ||
-	    write(STDERR_FILENO, tail, sizeof(tail) - 1) < 0)
-		abort();
-	abort();
 }
 
 /* -1 / 1 when [amin, amax] lies wholly below / above [bmin, bmax], else 0. */

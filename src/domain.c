@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include <tally/percpu.h>
+#include "contract.h"
 #include "domain_internal.h"
 
 /*
@@ -562,19 +563,29 @@ void tally_domain_destroy(struct tally_domain *d)
 		domain_free(d);
 }
 
+/* Getters answer a count or a flag: NULL breaks their contract. */
+static void require_domain(const struct tally_domain *d, const char *fn)
+{
+	if (__builtin_expect(!d, 0))
+		contract_null_abort(fn, "domain");
+}
+
 unsigned int tally_domain_nr_cpus(const struct tally_domain *d)
 {
+	require_domain(d, __func__);
 	return d->nr_cpus;
 }
 
 bool tally_domain_is_simulated(const struct tally_domain *d)
 {
+	require_domain(d, __func__);
 	return d->simulated;
 }
 
 unsigned int tally_domain_shape(const struct tally_domain *d,
 				unsigned int *arity)
 {
+	require_domain(d, __func__);
 	if (arity)
 		for (unsigned int l = 0; l < TALLY_MAX_LEVELS; l++)
 			arity[l] = l < d->nr_levels ? d->arity[l] : 0;
@@ -590,5 +601,6 @@ int tally_domain_cpu_position(const struct tally_domain *d, unsigned int cpu)
 
 enum tally_grouping tally_domain_grouping(const struct tally_domain *d)
 {
+	require_domain(d, __func__);
 	return d->grouping;
 }

@@ -108,16 +108,70 @@ static void precise_compare_value_null(void)
 	tally_counter_precise_compare_value(NULL, 0);
 }
 
+static void approximate_sum_null(void)
+{
+	tally_counter_approximate_sum(NULL);
+}
+
+static void precise_sum_positive_null(void)
+{
+	tally_counter_precise_sum_positive(NULL);
+}
+
+static void set_null(void)
+{
+	tally_counter_set(NULL, 1);
+}
+
+static void accuracy_range_null(void)
+{
+	unsigned long under = 0, over = 0;
+
+	tally_counter_approximate_accuracy_range(NULL, &under, &over);
+}
+
+static void min_max_null(void)
+{
+	long min, max;
+
+	tally_counter_approximate_min_max(NULL, &min, &max);
+}
+
+static void domain_nr_cpus_null(void)
+{
+	tally_domain_nr_cpus(NULL);
+}
+
+static void domain_shape_null(void)
+{
+	tally_domain_shape(NULL, NULL);
+}
+
+static void domain_is_simulated_null(void)
+{
+	tally_domain_is_simulated(NULL);
+}
+
+static void domain_grouping_null(void)
+{
+	tally_domain_grouping(NULL);
+}
+
 /*
- * A compare returns -1, 0 or 1 in one int: an error code there would read
- * as "below".  NULL is a contract violation that aborts with a message.
+ * A compare returns -1, 0 or 1 in one int, a read a value, a domain getter
+ * a count or a flag: an error code there would read as a value.  NULL is
+ * a contract violation that aborts with a message naming the function.
  */
-TEST(compares_of_null_counters_abort_with_a_message)
+TEST(reads_compares_and_domain_getters_given_null_abort_with_a_message)
 {
 	static void (*const calls[])(void) = {
 		approximate_compare_null_first, approximate_compare_null_second,
 		approximate_compare_value_null, precise_compare_null_first,
 		precise_compare_null_second, precise_compare_value_null,
+		approximate_sum_null, precise_sum_positive_null, set_null,
+		accuracy_range_null, min_max_null, domain_nr_cpus_null,
+		domain_shape_null, domain_is_simulated_null,
+		domain_grouping_null,
 	};
 	struct tally_domain *d = util_domain(4);
 	char text[512];
@@ -128,7 +182,8 @@ TEST(compares_of_null_counters_abort_with_a_message)
 						       sizeof(text));
 
 		if (!CHECK_EQ_LONG(status, 128 + SIGABRT) ||
-		    !CHECK(strstr(text, "tally:") && strstr(text, "NULL")))
+		    !CHECK(strstr(text, "tally: tally_") &&
+			   strstr(text, "() called with a NULL")))
 			harness_log("call %zu: stderr \"%s\"", i, text);
 	}
 	sim_destroy(&compared, d);

@@ -61,6 +61,12 @@
  *
  * tally_counter_accuracy() computes the bound for any domain and batch.
  *
+ * NULL.  The functions that return an int return -EINVAL for a NULL
+ * counter.  The reads (sums, min/max, accuracy range), set() and the
+ * compares answer a value, where an error code would read as one: a NULL
+ * counter breaks their contract, and they write "tally: FN() called with
+ * a NULL counter" to stderr and abort(), in every build.
+ *
  * fork().  A thread of the parent that had added to its CPU's slot but not
  * yet carried into the tree does not exist in the child.  So every live
  * counter is registered, and the child recomputes each counter's tree

@@ -17,6 +17,12 @@
  * TALLY_SIMULATED_MAX_CPUS; its updates name their CPU explicitly and are
  * atomic, so tests and benchmarks can build 64-, 384- or 4096-CPU trees on
  * a 2-core machine.
+ *
+ * NULL: the getters (nr_cpus, is_simulated, shape, grouping) answer a
+ * count or a flag, where an error code would read as one: a NULL domain
+ * breaks their contract, and they write "tally: FN() called with a NULL
+ * domain" to stderr and abort(), in every build.  Use
+ * tally_domain_system() for this machine's domain.
  */
 
 #include <stdbool.h>

@@ -72,9 +72,9 @@ static void usage(FILE *f)
 		"\n"
 		"Choose an out-of-memory victim among N tasks on C simulated CPUs: the\n"
 		"precise scan (every task summed over every CPU) against tally's 2-pass\n"
-		"selection, on the same tasks, with the counters updated and the caches\n"
-		"flushed between trials.  Prints times, ratios, precise sums, whether\n"
-		"both chose the same task, and the memory per task.\n"
+		"selection, on the same tasks, a tenth of them resized between trials,\n"
+		"with cold caches.  Prints times, ratios, precise sums, whether both\n"
+		"chose the same task, and the memory per task.\n"
 		"\n"
 		"  --json FILE        also write the figures as JSON to FILE; \"-\" means\n"
 		"                     standard output (the tables then go to standard error)\n"
@@ -91,6 +91,57 @@ static void usage(FILE *f)
 		"  -h, --help         show this help\n");
 }
 
+#define CMD "tally bench oom"
+
+/* The option lists, kept until the pairs are made. */
+struct options {
+	struct run *r;
+	unsigned int tasks[MAX_CONFIGS], cpus[MAX_CONFIGS];
+	int nr_tasks, nr_cpus;
+};
+
+static int option(int opt, char *arg, void *ctx)
+{
+	struct options *p = ctx;
+	struct run *r = p->r;
+	unsigned int one;
+
+	switch (opt) {
+	case 'j':
+		r->json_path = arg;
+		break;
+	case 't':
+		p->nr_tasks = bench_parse_list(arg, p->tasks, MAX_CONFIGS, 1,
+					       1000000);
+		if (p->nr_tasks < 0)
+			return bench_bad_value(CMD, "--tasks", arg, usage);
+		break;
+	case 'c':
+		p->nr_cpus = bench_parse_list(arg, p->cpus, MAX_CONFIGS, 1,
+					      TALLY_SIMULATED_MAX_CPUS);
+		if (p->nr_cpus < 0)
+			return bench_bad_value(CMD, "--cpus", arg, usage);
+		break;
+	case 'n':
+		if (bench_parse_list(arg, &one, 1, 1, MAX_TRIALS) != 1)
+			return bench_bad_value(CMD, "--trials", arg, usage);
+		r->trials = one;
+		break;
+	case 'm':
+		if (!strcmp(arg, "all"))
+			one = UINT_MAX;
+		else if (bench_parse_list(arg, &one, 1, 0, UINT_MAX - 1) != 1)
+			return bench_bad_value(CMD, "--max-precise", arg, usage);
+		r->max_precise = one;
+		break;
+	case 'q':
+		r->quick = true;
+		break;
+	}
+	return 0;
+}
+
+/* Return: 0, 1 after --help, or -1 for bad options (usage printed). */
 static int parse_options(struct run *r, int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -103,85 +154,29 @@ static int parse_options(struct run *r, int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	unsigned int tasks[MAX_CONFIGS], cpus[MAX_CONFIGS], one[1];
-	int nr_tasks = 0, nr_cpus = 0, opt;
+	struct options p = { .r = r };
+	int err;
 
 	r->max_precise = TALLY_OOM_DEFAULT_MAX_PRECISE;
-	optind = 0;
-	opterr = 0;
-	while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-		switch (opt) {
-		case 'j':
-			r->json_path = optarg;
-			break;
-		case 't':
-			nr_tasks = bench_parse_list(optarg, tasks, MAX_CONFIGS,
-						    1, 1000000);
-			if (nr_tasks < 0)
-				return bench_bad_usage("tally bench oom",
-					"bad --tasks list (1 to 1000000)",
-					optarg, usage);
-			break;
-		case 'c':
-			nr_cpus = bench_parse_list(optarg, cpus, MAX_CONFIGS, 1,
-						   TALLY_SIMULATED_MAX_CPUS);
-			if (nr_cpus < 0)
-				return bench_bad_usage("tally bench oom",
-					"bad --cpus list (1 to 4096)",
-					optarg, usage);
-			break;
-		case 'm':
-			if (!strcmp(optarg, "all")) {
-				r->max_precise = UINT_MAX;
-				break;
-			}
-			/* fall through */
-		case 'n':
-			if (bench_parse_list(optarg, one, 1,
-					     opt == 'n' ? 1 : 0,
-					     opt == 'n' ? MAX_TRIALS
-							: UINT_MAX - 1) != 1)
-				return bench_bad_usage("tally bench oom",
-					opt == 'n' ? "bad --trials (1 to 1001)"
-						   : "bad --max-precise",
-					optarg, usage);
-			if (opt == 'n')
-				r->trials = one[0];
-			else
-				r->max_precise = one[0];
-			break;
-		case 'q':
-			r->quick = true;
-			break;
-		case 'h':
-			usage(stdout);
-			return 1;
-		default:
-			return bench_bad_usage("tally bench oom",
-					       "bad option or missing value",
-					       argv[optind - 1], usage);
-		}
-	}
-	if (optind < argc)
-		return bench_bad_usage("tally bench oom", "unexpected argument",
-				       argv[optind], usage);
-	if (!nr_tasks != !nr_cpus)
-		return bench_bad_usage("tally bench oom",
-				       "--tasks and --cpus go together",
+	err = bench_parse_options(argc, argv, CMD, "", longopts, usage, option,
+				  &p);
+	if (err)
+		return err;
+	if (!p.nr_tasks != !p.nr_cpus)
+		return bench_bad_usage(CMD, "--tasks and --cpus go together",
 				       argv[argc - 1], usage);
-	if (!nr_tasks) {
+	if (!p.nr_tasks) {
 		r->nr_configs = ARRAY_SIZE(default_configs);
 		memcpy(r->configs, default_configs, sizeof(default_configs));
 		return 0;
 	}
-	if (nr_tasks * nr_cpus > MAX_CONFIGS)
-		return bench_bad_usage("tally bench oom",
-				       "more than 16 task x CPU pairs",
+	if (p.nr_tasks * p.nr_cpus > MAX_CONFIGS)
+		return bench_bad_usage(CMD, "more than 16 task x CPU pairs",
 				       argv[argc - 1], usage);
-	for (int c = 0; c < nr_cpus; c++)
-		for (int t = 0; t < nr_tasks; t++)
+	for (int c = 0; c < p.nr_cpus; c++)
+		for (int t = 0; t < p.nr_tasks; t++)
 			r->configs[r->nr_configs++] =
-				(struct config){ tasks[t], cpus[c] };
+				(struct config){ p.tasks[t], p.cpus[c] };
 	return 0;
 }
 

@@ -210,6 +210,16 @@ static bool is_number(const struct json_value *v)
 	return v && v->type == JSON_NUMBER;
 }
 
+/* One bar's value; zero cannot go on a log axis, so it is left out. */
+static void put_bar(FILE *dat, const struct plot_spec *s,
+		    const struct json_value *v)
+{
+	if (is_number(v) && (v->number > 0 || !s->logy))
+		fprintf(dat, " %.17g", v->number);
+	else
+		fprintf(dat, " NaN");
+}
+
 /* Do rows @a and @b have the same values of the split keys? */
 static bool same_split(const struct plot_spec *s, const struct json_value *a,
 		       const struct json_value *b)
@@ -370,17 +380,42 @@ static void write_xy(struct output *o, const struct plot_spec *s,
 	close_out(o, gp, name);
 }
 
+/*
+ * The script of a clustered bar chart of NAME.dat: categories in column
+ * 1, @nr_bars bars from column 2 on, their titles in the header line.
+ */
+static void write_bar_script(struct output *o, const struct plot_spec *s,
+			     const char *name, const char *title,
+			     size_t nr_bars, const char *xtics)
+{
+	char cmd[512];
+	FILE *gp = open_out(o, name, "gp");
+
+	if (!gp)
+		return;
+	script_header(gp, s, name, title);
+	fprintf(gp,
+		"set style data histograms\nset style histogram clustered gap 1\n"
+		"set style fill solid 0.8 border -1\nset boxwidth 0.9\n"
+		"set xtics noenhanced%s\n", xtics);
+	snprintf(cmd, sizeof(cmd),
+		 "plot for [i=2:%zu] '%s.dat' using i:xtic(1) title columnheader(i)",
+		 nr_bars + 1, name);
+	script_outputs(gp, name, cmd);
+	close_out(o, gp, name);
+}
+
 static void write_bars(struct output *o, const struct plot_spec *s,
 		       const struct json_value *rows,
 		       const struct json_value *first, const char *name,
 		       const char *title)
 {
-	char series[MAX_SERIES][64], cmd[512];
+	char series[MAX_SERIES][64];
 	size_t nr_series = collect_series(s, rows, first, series);
 	const struct json_value *cats_of = NULL;
 	const char *cats[32];
 	size_t nr_cats = 0;
-	FILE *dat, *gp;
+	FILE *dat;
 
 	/* Categories: the y keys, or the member names of bars_object. */
 	if (s->bars_object) {
@@ -424,29 +459,12 @@ static void write_bars(struct output *o, const struct plot_spec *s,
 					     json_get(row, s->bars_object) : row,
 					     cats[c]);
 			}
-			/* Zero counts cannot go on a log axis: left out. */
-			if (is_number(v) && (v->number > 0 || !s->logy))
-				fprintf(dat, " %.17g", v->number);
-			else
-				fprintf(dat, " NaN");
+			put_bar(dat, s, v);
 		}
 		fprintf(dat, "\n");
 	}
-	if (close_out(o, dat, name))
-		return;
-	gp = open_out(o, name, "gp");
-	if (!gp)
-		return;
-	script_header(gp, s, name, title);
-	fprintf(gp,
-		"set style data histograms\nset style histogram clustered gap 1\n"
-		"set style fill solid 0.8 border -1\nset boxwidth 0.9\n"
-		"set xtics noenhanced\n");
-	snprintf(cmd, sizeof(cmd),
-		 "plot for [i=2:%zu] '%s.dat' using i:xtic(1) title columnheader(i)",
-		 nr_series + 1, name);
-	script_outputs(gp, name, cmd);
-	close_out(o, gp, name);
+	if (!close_out(o, dat, name))
+		write_bar_script(o, s, name, title, nr_series, "");
 }
 
 /* One bar group per row (the first of each category), a bar per y key. */
@@ -455,8 +473,7 @@ static void write_rows(struct output *o, const struct plot_spec *s,
 		       const char *title)
 {
 	size_t nr_y = 0;
-	char cmd[512];
-	FILE *dat, *gp;
+	FILE *dat;
 
 	while (nr_y < MAX_Y && s->y[nr_y])
 		nr_y++;
@@ -474,30 +491,12 @@ static void write_rows(struct output *o, const struct plot_spec *s,
 		value_text(json_get(row, s->series), cat, sizeof(cat));
 		fprintf(dat, "\"%s\"", cat);
 		for (size_t y = 0; y < nr_y; y++) {
-			const struct json_value *v = json_get(row, s->y[y]);
-
-			if (is_number(v) && (v->number > 0 || !s->logy))
-				fprintf(dat, " %.17g", v->number);
-			else
-				fprintf(dat, " NaN");
+			put_bar(dat, s, json_get(row, s->y[y]));
 		}
 		fprintf(dat, "\n");
 	}
-	if (close_out(o, dat, name))
-		return;
-	gp = open_out(o, name, "gp");
-	if (!gp)
-		return;
-	script_header(gp, s, name, title);
-	fprintf(gp,
-		"set style data histograms\nset style histogram clustered gap 1\n"
-		"set style fill solid 0.8 border -1\nset boxwidth 0.9\n"
-		"set xtics noenhanced rotate by -30\n");
-	snprintf(cmd, sizeof(cmd),
-		 "plot for [i=2:%zu] '%s.dat' using i:xtic(1) title columnheader(i)",
-		 nr_y + 1, name);
-	script_outputs(gp, name, cmd);
-	close_out(o, gp, name);
+	if (!close_out(o, dat, name))
+		write_bar_script(o, s, name, title, nr_y, " rotate by -30");
 }
 
 /* Run gnuplot on DIR/NAME.gp, in DIR (the script names files relative). */

@@ -12,13 +12,20 @@
  *                                                         |      |
  *                                                         B      E
  *
- * A flush of G runs two passes on each CPU in turn, both under one hold
- * of flush_lock (so flushes of other subtrees interleave with it, CPU by
- * CPU):
+ * A flush of G first zeroes the threshold count (over) of every node of
+ * G's updated subtree on every CPU, one hold of flush_lock per CPU, before
+ * any CPU is folded: an update made on a CPU after that CPU's passes is
+ * not folded by this flush, so its count must survive it (zeroing a node
+ * as each CPU is passed would wipe the counts of the CPUs passed before,
+ * and an if-needed read would then miss more than its bound).  Counts
+ * added after the zeroing by updates the flush does fold only make a
+ * later read flush early.  Then it runs two passes on each CPU in turn,
+ * both under one hold of flush_lock (so flushes of other subtrees
+ * interleave with it, CPU by CPU):
  *
  *   1. wait for the CPU's pushes in progress, pop its list, make the
  *      linked nodes of G's updated subtree idle (each node notes the
- *      barrier ticket it was made idle at), zero their over;
+ *      barrier ticket it was made idle at);
  *   2. fold G's updated subtree children first: delta = stat -
  *      prev; local += delta; hier += delta + pending; the parent's pending
  *      += the same; unlink the nodes still idle that keep no child and
@@ -351,7 +358,7 @@ static struct tally_stats_group *walk_next(struct tally_stats_group *g,
 
 /*
  * Pass 1 on one CPU, flush_lock held: G's updated subtree made idle (each
- * node noting its mark), thresholds cleared.
+ * node noting its mark).
  */
 static void mark_cpu(struct tally_stats_group *g, unsigned int cpu,
 		     bool immediate)
@@ -368,7 +375,23 @@ static void mark_cpu(struct tally_stats_group *g, unsigned int cpu,
 						__ATOMIC_SEQ_CST,
 						__ATOMIC_RELAXED))
 			fpcpu_of(n, cpu)->marked = idle_mark(immediate);
-		__atomic_store_n(&n->over, 0, __ATOMIC_RELAXED);
+	}
+}
+
+/*
+ * Before any pass: zero the over of every node of @g's updated subtree on
+ * every CPU (see the top of the file).  A node that is linked nowhere
+ * holds no count of an update that this flush folds.
+ */
+static void zero_over(struct tally_stats_tree *t, struct tally_stats_group *g)
+{
+	for (unsigned int cpu = 0; cpu < t->domain->nr_cpus; cpu++) {
+		pthread_mutex_lock(&t->flush_lock);
+		pop_updates(t, cpu);
+		for (struct tally_stats_group *n = walk_first(g, cpu); n;
+		     n = walk_next(g, n, cpu))
+			__atomic_store_n(&n->over, 0, __ATOMIC_RELAXED);
+		pthread_mutex_unlock(&t->flush_lock);
 	}
 }
 
@@ -523,6 +546,7 @@ void stats_flush_subtree(struct tally_stats_tree *t,
 	__atomic_store_n(&g->over, 0, __ATOMIC_RELAXED);
 	if (!g->parent)
 		__atomic_store_n(&t->global_over, 0, __ATOMIC_RELAXED);
+	zero_over(t, g);
 	if (settle && !immediate) {
 		for (unsigned int cpu = 0; cpu < nr; cpu++)
 			flush_cpu(t, g, cpu, true, false, false);

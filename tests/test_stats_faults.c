@@ -352,6 +352,60 @@ TEST(migration_after_commit_keeps_if_needed_reads_within_the_bound)
 	tally_stats_tree_destroy(m.t);
 }
 
+/*
+ * Updates made on a CPU that a flush has already passed are not folded by
+ * that flush: their threshold counts must survive it (the flush used to
+ * zero a group's over at every CPU's pass, wiping them), or a later
+ * if-needed read misses them, far past tally_stats_read_bound().
+ */
+static struct tally_stats_group *late_leaf;
+static long late_updates;
+
+static int update_behind_the_flush(enum tally_inject_point point, void *arg)
+{
+	(void)point;
+	(void)arg;
+	if (late_updates)
+		return 0;
+	for (int i = 0; i < 1000; i++)	/* on CPU 0, already passed */
+		if (!tally_stats_mod_cpu(late_leaf, 0, 0, 1))
+			late_updates++;
+	return 0;
+}
+
+TEST(updates_behind_a_flush_keep_if_needed_reads_within_the_bound)
+{
+	static const struct tally_stat_desc one[] = {
+		{ "events", TALLY_STAT_EVENT },
+	};
+	struct tally_domain *d = util_domain(2);
+	struct tally_stats_options o = { .domain = d, .batch = 2 };
+	struct tally_stats_tree *t;
+	long v = -1, total;
+
+	REQUIRE(tally_stats_tree_create(&t, one, 1, &o) == 0);
+	REQUIRE(tally_stats_group_create(tally_stats_root(t), "leaf",
+					 &late_leaf) == 0);
+	/* Updated on both CPUs, so that the flush passes both. */
+	tally_stats_mod_cpu(late_leaf, 0, 0, 1);
+	tally_stats_mod_cpu(late_leaf, 1, 0, 1);
+	late_updates = 0;
+	tally_inject_set(TALLY_INJECT_FLUSH_BETWEEN_PASSES,
+			 update_behind_the_flush, NULL);
+	CHECK_EQ_LONG(tally_stats_flush(tally_stats_root(t)), 0);
+	tally_inject_set(TALLY_INJECT_FLUSH_BETWEEN_PASSES, NULL, NULL);
+	REQUIRE(late_updates == 1000);
+	total = 2 + late_updates;
+	CHECK_EQ_LONG(tally_stats_read(tally_stats_root(t), 0,
+				       TALLY_FLUSH_IF_NEEDED, &v, NULL), 0);
+	CHECK_LE_LONG(total - v, (long)tally_stats_read_bound(t));
+	CHECK_EQ_LONG(tally_stats_read(tally_stats_root(t), 0,
+				       TALLY_FLUSH_FORCE, &v, NULL), 0);
+	CHECK_EQ_LONG(v, total);
+	tally_stats_tree_destroy(t);
+	tally_domain_destroy(d);
+}
+
 /* ---- membarrier failures ---------------------------------------------- */
 
 static int fail_private, fail_global;

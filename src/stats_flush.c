@@ -390,7 +390,9 @@ static void zero_over(struct tally_stats_tree *t, struct tally_stats_group *g)
 		pop_updates(t, cpu);
 		for (struct tally_stats_group *n = walk_first(g, cpu); n;
 		     n = walk_next(g, n, cpu))
-			__atomic_store_n(&n->over, 0, __ATOMIC_RELAXED);
+			/* Most are 0 already: a load leaves the line shared. */
+			if (__atomic_load_n(&n->over, __ATOMIC_RELAXED))
+				__atomic_store_n(&n->over, 0, __ATOMIC_RELAXED);
 		pthread_mutex_unlock(&t->flush_lock);
 	}
 }

@@ -7,6 +7,7 @@
  * cannot exhaust the stack; every error names the byte offset.
  */
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -205,6 +206,8 @@ static int parse_number(struct parser *ps, struct json_value *v)
 	v->number = strtod(ps->p, &end);
 	if (end != q)
 		return fail(ps, "bad number");
+	if (!isfinite(v->number))
+		return fail(ps, "number out of range");
 	v->type = JSON_NUMBER;
 	ps->p = q;
 	return 0;

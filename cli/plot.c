@@ -31,7 +31,7 @@
 #include "json_read.h"
 #include "plot.h"
 
-#define MAX_SERIES 32
+#define MAX_SERIES 64
 #define MAX_Y 4
 #define MAX_SPLIT 2
 #define MAX_FILE (64 << 20)
@@ -211,27 +211,46 @@ static bool is_number(const struct json_value *v)
 }
 
 /* One bar's value; zero cannot go on a log axis, so it is left out. */
-static void put_bar(FILE *dat, const struct plot_spec *s,
-		    const struct json_value *v)
+static size_t put_bar(FILE *dat, const struct plot_spec *s,
+		      const struct json_value *v)
 {
-	if (is_number(v) && (v->number > 0 || !s->logy))
+	if (is_number(v) && (v->number > 0 || !s->logy)) {
 		fprintf(dat, " %.17g", v->number);
-	else
-		fprintf(dat, " NaN");
+		return 1;
+	}
+	fprintf(dat, " NaN");
+	return 0;
+}
+
+/* Equal JSON scalars (the raw values: labels may be cut or sanitized). */
+static bool same_value(const struct json_value *a, const struct json_value *b)
+{
+	if (!a || !b)
+		return a == b;
+	if (a->type != b->type)
+		return false;
+	switch (a->type) {
+	case JSON_NUMBER:
+		return a->number == b->number;
+	case JSON_STRING:
+		return !strcmp(a->string, b->string);
+	case JSON_BOOL:
+		return a->boolean == b->boolean;
+	case JSON_NULL:
+		return true;
+	default:
+		return a == b;
+	}
 }
 
 /* Do rows @a and @b have the same values of the split keys? */
 static bool same_split(const struct plot_spec *s, const struct json_value *a,
 		       const struct json_value *b)
 {
-	for (int k = 0; k < MAX_SPLIT && s->split[k]; k++) {
-		char x[64], y[64];
-
-		value_text(json_get(a, s->split[k]), x, sizeof(x));
-		value_text(json_get(b, s->split[k]), y, sizeof(y));
-		if (strcmp(x, y))
+	for (int k = 0; k < MAX_SPLIT && s->split[k]; k++)
+		if (!same_value(json_get(a, s->split[k]),
+				json_get(b, s->split[k])))
 			return false;
-	}
 	return true;
 }
 
@@ -268,28 +287,64 @@ static int close_out(struct output *o, FILE *f, const char *name)
 	return 0;
 }
 
-/* The series names of the rows of one split, in order of appearance. */
-static size_t collect_series(const struct plot_spec *s,
-			     const struct json_value *rows,
-			     const struct json_value *first,
-			     char names[][64])
-{
-	size_t n = 0;
+/**
+ * struct series_set - the series of one plot, in order of appearance.
+ * @key: each series' raw value of the series key (what rows match).
+ * @label: its title: sanitized, cut to fit, made unique.
+ * @n: how many.
+ */
+struct series_set {
+	const struct json_value *key[MAX_SERIES];
+	char label[MAX_SERIES][80];
+	size_t n;
+};
 
+/* Does @row belong to series @k of @set? */
+static bool in_series(const struct plot_spec *s, const struct series_set *set,
+		      size_t k, const struct json_value *row)
+{
+	return same_value(json_get(row, s->series), set->key[k]);
+}
+
+/* The series of the rows of @first's split; more than MAX_SERIES: said. */
+static void collect_series(const struct plot_spec *s,
+			   const struct json_value *rows,
+			   const struct json_value *first, const char *name,
+			   struct series_set *set)
+{
+	bool dropped = false;
+
+	set->n = 0;
 	for (size_t r = 0; r < rows->n; r++) {
 		const struct json_value *row = &rows->items[r];
-		char name[64];
 		size_t k;
 
 		if (!same_split(s, first, row))
 			continue;
-		value_text(json_get(row, s->series), name, sizeof(name));
-		for (k = 0; k < n && strcmp(names[k], name); k++)
+		for (k = 0; k < set->n && !in_series(s, set, k, row); k++)
 			;
-		if (k == n && n < MAX_SERIES)
-			strcpy(names[n++], name);
+		if (k < set->n)
+			continue;
+		if (set->n == MAX_SERIES) {
+			dropped = true;
+			continue;
+		}
+		set->key[k] = json_get(row, s->series);
+		value_text(set->key[k], set->label[k], 64);
+		for (size_t j = 0; j < k; j++)
+			if (!strcmp(set->label[j], set->label[k])) {
+				size_t len = strlen(set->label[k]);
+
+				snprintf(set->label[k] + len, 16, " #%zu",
+					 k + 1);
+				break;
+			}
+		set->n++;
 	}
-	return n;
+	if (dropped)
+		fprintf(stderr,
+			"tally plot: %s: more than %d series; the others are left out\n",
+			name, MAX_SERIES);
 }
 
 static void script_header(FILE *gp, const struct plot_spec *s,
@@ -319,38 +374,37 @@ static void script_outputs(FILE *gp, const char *name, const char *plot_cmd)
 		name, plot_cmd, name);
 }
 
-static void write_xy(struct output *o, const struct plot_spec *s,
-		     const struct json_value *rows,
-		     const struct json_value *first, const char *name,
-		     const char *title)
+/* Each write_*() returns the number of points it wrote (0: no picture). */
+static size_t write_xy(struct output *o, const struct plot_spec *s,
+		       const struct json_value *rows,
+		       const struct json_value *first, const char *name,
+		       const char *title)
 {
-	char series[MAX_SERIES][64], cmd[8192];
-	size_t nr_series = collect_series(s, rows, first, series);
-	size_t nr_y = 0, block = 0, used = 0;
+	struct series_set set;
+	char cmd[8192];
+	size_t nr_y = 0, block = 0, used = 0, total = 0;
 	FILE *dat, *gp;
 
+	collect_series(s, rows, first, name, &set);
 	while (nr_y < MAX_Y && s->y[nr_y])
 		nr_y++;
 	dat = open_out(o, name, "dat");
 	if (!dat)
-		return;
+		return 0;
 	used += (size_t)snprintf(cmd, sizeof(cmd), "plot");
-	for (size_t k = 0; k < nr_series; k++) {
+	for (size_t k = 0; k < set.n; k++) {
 		for (size_t y = 0; y < nr_y; y++) {
 			unsigned int points = 0;
 
-			fprintf(dat, "# %s %s\n", series[k], s->y[y]);
+			fprintf(dat, "# %s %s\n", set.label[k], s->y[y]);
 			for (size_t r = 0; r < rows->n; r++) {
 				const struct json_value *row = &rows->items[r];
 				const struct json_value *xv = json_get(row, s->x);
 				const struct json_value *yv =
 					json_get(row, s->y[y]);
-				char name_k[64];
 
-				value_text(json_get(row, s->series), name_k,
-					   sizeof(name_k));
 				if (!same_split(s, first, row) ||
-				    strcmp(name_k, series[k]) ||
+				    !in_series(s, &set, k, row) ||
 				    !is_number(xv) || !is_number(yv))
 					continue;
 				fprintf(dat, "%.17g %.17g\n", xv->number,
@@ -359,25 +413,27 @@ static void write_xy(struct output *o, const struct plot_spec *s,
 			}
 			if (!points)
 				fprintf(dat, "NaN NaN\n");
+			total += points;
 			fprintf(dat, "\n\n");
 			if (used < sizeof(cmd))
 				used += (size_t)snprintf(cmd + used,
 					sizeof(cmd) - used,
 					"%s '%s.dat' index %zu with linespoints title \"%s%s%s\"",
 					block ? ", \\\n    " : " ", name, block,
-					series[k], nr_y > 1 ? " " : "",
+					set.label[k], nr_y > 1 ? " " : "",
 					nr_y > 1 ? s->y[y] : "");
 			block++;
 		}
 	}
 	if (close_out(o, dat, name))
-		return;
+		return 0;
 	gp = open_out(o, name, "gp");
 	if (!gp)
-		return;
+		return 0;
 	script_header(gp, s, name, title);
 	script_outputs(gp, name, cmd);
 	close_out(o, gp, name);
+	return total;
 }
 
 /*
@@ -405,23 +461,23 @@ static void write_bar_script(struct output *o, const struct plot_spec *s,
 	close_out(o, gp, name);
 }
 
-static void write_bars(struct output *o, const struct plot_spec *s,
-		       const struct json_value *rows,
-		       const struct json_value *first, const char *name,
-		       const char *title)
+static size_t write_bars(struct output *o, const struct plot_spec *s,
+			 const struct json_value *rows,
+			 const struct json_value *first, const char *name,
+			 const char *title)
 {
-	char series[MAX_SERIES][64];
-	size_t nr_series = collect_series(s, rows, first, series);
+	struct series_set set;
 	const struct json_value *cats_of = NULL;
 	const char *cats[32];
-	size_t nr_cats = 0;
+	size_t nr_cats = 0, total = 0;
 	FILE *dat;
 
+	collect_series(s, rows, first, name, &set);
 	/* Categories: the y keys, or the member names of bars_object. */
 	if (s->bars_object) {
 		cats_of = json_get(first, s->bars_object);
 		if (!cats_of || cats_of->type != JSON_OBJECT)
-			return;
+			return 0;
 		for (size_t i = 0; i < cats_of->n && nr_cats < 32; i++)
 			cats[nr_cats++] = cats_of->keys[i];
 	} else {
@@ -432,10 +488,10 @@ static void write_bars(struct output *o, const struct plot_spec *s,
 	}
 	dat = open_out(o, name, "dat");
 	if (!dat)
-		return;
+		return 0;
 	fprintf(dat, "category");
-	for (size_t k = 0; k < nr_series; k++)
-		fprintf(dat, " \"%s\"", series[k]);
+	for (size_t k = 0; k < set.n; k++)
+		fprintf(dat, " \"%s\"", set.label[k]);
 	fprintf(dat, "\n");
 	for (size_t c = 0; c < nr_cats; c++) {
 		char cat[64];
@@ -443,43 +499,42 @@ static void write_bars(struct output *o, const struct plot_spec *s,
 		snprintf(cat, sizeof(cat), "%s", cats[c]);
 		sanitize(cat);
 		fprintf(dat, "\"%s\"", cat);
-		for (size_t k = 0; k < nr_series; k++) {
+		for (size_t k = 0; k < set.n; k++) {
 			const struct json_value *v = NULL;
 
 			for (size_t r = 0; r < rows->n && !v; r++) {
 				const struct json_value *row = &rows->items[r];
-				char name_k[64];
 
-				value_text(json_get(row, s->series), name_k,
-					   sizeof(name_k));
 				if (!same_split(s, first, row) ||
-				    strcmp(name_k, series[k]))
+				    !in_series(s, &set, k, row))
 					continue;
 				v = json_get(s->bars_object ?
 					     json_get(row, s->bars_object) : row,
 					     cats[c]);
 			}
-			put_bar(dat, s, v);
+			total += put_bar(dat, s, v);
 		}
 		fprintf(dat, "\n");
 	}
-	if (!close_out(o, dat, name))
-		write_bar_script(o, s, name, title, nr_series, "");
+	if (close_out(o, dat, name))
+		return 0;
+	write_bar_script(o, s, name, title, set.n, "");
+	return total;
 }
 
 /* One bar group per row (the first of each category), a bar per y key. */
-static void write_rows(struct output *o, const struct plot_spec *s,
-		       const struct json_value *rows, const char *name,
-		       const char *title)
+static size_t write_rows(struct output *o, const struct plot_spec *s,
+			 const struct json_value *rows, const char *name,
+			 const char *title)
 {
-	size_t nr_y = 0;
+	size_t nr_y = 0, total = 0;
 	FILE *dat;
 
 	while (nr_y < MAX_Y && s->y[nr_y])
 		nr_y++;
 	dat = open_out(o, name, "dat");
 	if (!dat)
-		return;
+		return 0;
 	fprintf(dat, "category");
 	for (size_t y = 0; y < nr_y; y++)
 		fprintf(dat, " \"%s\"", s->y[y]);
@@ -490,13 +545,14 @@ static void write_rows(struct output *o, const struct plot_spec *s,
 
 		value_text(json_get(row, s->series), cat, sizeof(cat));
 		fprintf(dat, "\"%s\"", cat);
-		for (size_t y = 0; y < nr_y; y++) {
-			put_bar(dat, s, json_get(row, s->y[y]));
-		}
+		for (size_t y = 0; y < nr_y; y++)
+			total += put_bar(dat, s, json_get(row, s->y[y]));
 		fprintf(dat, "\n");
 	}
-	if (!close_out(o, dat, name))
-		write_bar_script(o, s, name, title, nr_y, " rotate by -30");
+	if (close_out(o, dat, name))
+		return 0;
+	write_bar_script(o, s, name, title, nr_y, " rotate by -30");
+	return total;
 }
 
 /* Run gnuplot on DIR/NAME.gp, in DIR (the script names files relative). */
@@ -544,7 +600,7 @@ static void plot_spec(struct output *o, const struct plot_spec *s,
 	for (size_t r = 0; r < rows->n; r++) {
 		const struct json_value *row = &rows->items[r];
 		char name[256], title[256];
-		size_t p;
+		size_t p, points;
 
 		if (row->type != JSON_OBJECT)
 			continue;
@@ -567,13 +623,19 @@ static void plot_spec(struct output *o, const struct plot_spec *s,
 				 s->split[k], v);
 		}
 		if (s->kind == PLOT_XY)
-			write_xy(o, s, rows, row, name, title);
+			points = write_xy(o, s, rows, row, name, title);
 		else if (s->kind == PLOT_BARS)
-			write_bars(o, s, rows, row, name, title);
+			points = write_bars(o, s, rows, row, name, title);
 		else
-			write_rows(o, s, rows, name, title);
+			points = write_rows(o, s, rows, name, title);
 		if (o->failed)
 			return;
+		if (!points) {
+			fprintf(stderr,
+				"tally plot: %s: no number to plot; no picture\n",
+				name);
+			continue;
+		}
 		run_gnuplot(o, name);
 		o->plots++;
 	}
@@ -740,7 +802,9 @@ int tally_plot(int argc, char **argv)
 		free(dir_of_json);
 		return 3;
 	}
-	printf("%u plots in %s (index.html, index.md)\n", o.plots, o.dir);
+	if (o.plots)
+		printf("%u plots in %s (index.html, index.md)\n", o.plots,
+		       o.dir);
 	free(dir_of_json);
 	return o.plots ? 0 : 2;
 }

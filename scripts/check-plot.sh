@@ -36,6 +36,25 @@ else
 		"$tmp/out/oom_select_cpus256.dat"
 fi
 
+# Series that differ only past the label's length or in a sanitized
+# character stay apart, with unique titles.
+cat >"$tmp/close.json" <<'EOF2'
+{"benchmark": "oom", "select": [
+ {"tasks": 1, "cpus": 8, "method": "a'b", "median_us": 1},
+ {"tasks": 2, "cpus": 8, "method": "a\"b", "median_us": 2},
+ {"tasks": 1, "cpus": 8, "method": "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx1", "median_us": 3},
+ {"tasks": 2, "cpus": 8, "method": "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx2", "median_us": 4}
+]}
+EOF2
+"$tally" plot "$tmp/close.json" -o "$tmp/close" >"$tmp/log" 2>&1
+if [ "$(grep -c '^# ' "$tmp/close/oom_select_cpus8.dat")" -eq 4 ] &&
+   grep -q 'title "a_b #2"' "$tmp/close/oom_select_cpus8.gp"; then
+	pass plot_keeps_series_apart_whose_labels_look_alike
+else
+	fail plot_keeps_series_apart_whose_labels_look_alike \
+		"$tmp/close/oom_select_cpus8.dat"
+fi
+
 # A series name with a quote, a newline and a backslash: sanitized.
 if grep -q 'title "two__pass_evil_"' "$tmp/out/oom_select_cpus64.gp" &&
    [ "$(grep -c 'evil' "$tmp/out/oom_select_cpus64.gp")" -eq 1 ]; then
@@ -74,8 +93,11 @@ printf '{"select": []}' >"$tmp/foreign.json"
 printf '{"benchmark": "oom"}\000' >"$tmp/nul.json"
 printf '{"benchmark": "oom", "schema_version": 99, "select": []}' \
 	>"$tmp/future.json"
+printf '{"benchmark": "oom", "select": [{"tasks": 1e999}]}' >"$tmp/inf.json"
+printf '{"benchmark": "export", "rows": [{"row": "a", "us_median": "x"}]}' \
+	>"$tmp/nonumber.json"
 for f in empty truncated deep surrogate trailing number control foreign nul \
-	future; do
+	future inf nonumber; do
 	"$tally" plot "$tmp/$f.json" -o "$tmp/bad" >"$tmp/log" 2>&1
 	rc=$?
 	if [ $rc -ne 2 ] || ! grep -q '^tally plot: ' "$tmp/log"; then

@@ -910,11 +910,15 @@ int tally_export_textfile(struct tally_exporter *e, const char *path)
 {
 	const char *slash;
 	size_t dirlen, n;
+	struct stat st;
 	char *tmp;
 	int fd, err;
 
 	if (!e || !path || !*path || path[strlen(path) - 1] == '/')
 		return -EINVAL;
+	/* Only a regular file is replaced: never a device, FIFO or socket. */
+	if (!lstat(path, &st) && !S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode))
+		return -EEXIST;
 	err = render_reset(e);
 	if (err)
 		return err;

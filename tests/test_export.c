@@ -947,6 +947,12 @@ TEST(textfile_is_replaced_atomically_with_mode_0644)
 		      -ENOENT);
 	rmdir(path);
 	rmdir(sub);
+	/* Never a device, FIFO or socket: a FIFO in the way stays one. */
+	CHECK_EQ_LONG(mkfifo(sub, 0600), 0);
+	CHECK_EQ_LONG(tally_export_textfile(e, sub), -EEXIST);
+	CHECK(!lstat(sub, &st) && S_ISFIFO(st.st_mode));
+	CHECK_EQ_LONG(dir_entries(dir), 2);
+	unlink(sub);
 	snprintf(path, sizeof(path), "%s/tally.prom", dir);
 	unlink(path);
 	CHECK_EQ_LONG(rmdir(dir), 0);

@@ -241,13 +241,18 @@ int tally_export_file(struct tally_exporter *e, FILE *f);
  * (whatever the umask), fsync()s it, renames it over @path and fsync()s
  * the directory: a reader sees the old file or the new one, whole, and
  * after a crash one of them survives.  The temporary file is removed when
- * a step before the rename fails.
+ * a step before the rename fails.  Only a regular file (or a symbolic
+ * link, which the rename replaces) is replaced: a @path that names a
+ * directory, device, FIFO or socket is refused.  The temporary name is 8
+ * bytes longer than the file's, so the file name may have at most
+ * NAME_MAX - 8 bytes (-ENAMETOOLONG otherwise).
  *
  * Context: MT-safe for different exporters (one thread at a time per exporter);
  * not async-signal-safe: allocates and takes the trees' locks, creates, syncs
  * and renames files.
  *
  * Return: 0, -EINVAL (NULL argument, empty @path or one ending in '/'),
+ * -EEXIST (@path exists and is not a regular file or a symbolic link),
  * -ENOMEM, or the negative errno of the failed mkostemp(), fchmod(),
  * write(), fsync(), rename() or open() of the directory (after a
  * failed directory fsync() the new file is in place but may not survive

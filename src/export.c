@@ -541,6 +541,17 @@ static int claim_names(struct tally_exporter *e, const struct family *f,
 		size_t base = f[i].sample_len -
 			      (f[i].counter ? strlen("_total") : 0);
 
+		/* Prometheus keeps these suffixes for counters, histograms
+		 * and summaries: a gauge named so fails its checkers. */
+		if (!f[i].counter &&
+		    (ends_with(f[i].sample, f[i].sample_len, "_total") ||
+		     ends_with(f[i].sample, f[i].sample_len, "_count") ||
+		     ends_with(f[i].sample, f[i].sample_len, "_sum") ||
+		     ends_with(f[i].sample, f[i].sample_len, "_bucket"))) {
+			err = -EINVAL;
+			break;
+		}
+
 		for (unsigned int k = 0; k < (f[i].counter ? 3u : 1u); k++) {
 			const char *sfx = counter_suffixes[k];
 			char *n = malloc(base + strlen(sfx) + 1);

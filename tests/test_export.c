@@ -724,13 +724,18 @@ TEST(names_that_would_collide_are_refused)
 {
 	static const struct tally_stat_desc alike[] = {
 		{ "a-b", TALLY_STAT_STATE }, { "a.b", TALLY_STAT_STATE } };
-	static const struct tally_stat_desc total[] = {
-		{ "x", TALLY_STAT_EVENT }, { "x_total", TALLY_STAT_STATE } };
 	static const struct tally_stat_desc created[] = {
 		{ "y", TALLY_STAT_EVENT }, { "y_created", TALLY_STAT_STATE } };
 	static const struct tally_stat_desc suffix[] = {
 		{ "z_total", TALLY_STAT_EVENT }, { "z", TALLY_STAT_EVENT } };
-	const struct tally_stat_desc *bad[] = { alike, total, created, suffix };
+	const struct tally_stat_desc *bad[] = { alike, created, suffix };
+	/* Gauges may not take a counter's or a histogram's suffix. */
+	static const struct tally_stat_desc gauges[][1] = {
+		{ { "x_total", TALLY_STAT_STATE } },
+		{ { "n_count", TALLY_STAT_STATE } },
+		{ { "s_sum", TALLY_STAT_STATE } },
+		{ { "h_bucket", TALLY_STAT_STATE } },
+	};
 	struct tally_stats_tree *t = new_tree(TALLY_DESIGN_TALLY), *b;
 	struct tally_export_stats_options other = { .prefix = "other" };
 	struct tally_exporter *e = NULL;
@@ -745,6 +750,11 @@ TEST(names_that_would_collide_are_refused)
 	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
 		REQUIRE(tally_stats_tree_create(&b, bad[i], 2, NULL) == 0);
 		CHECK_EQ_LONG(tally_exporter_add_stats(e, b, &other), -EEXIST);
+		tally_stats_tree_destroy(b);
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(gauges); i++) {
+		REQUIRE(tally_stats_tree_create(&b, gauges[i], 1, NULL) == 0);
+		CHECK_EQ_LONG(tally_exporter_add_stats(e, b, &other), -EINVAL);
 		tally_stats_tree_destroy(b);
 	}
 	/* The same tree twice, or another under the same prefix. */

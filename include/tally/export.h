@@ -47,7 +47,10 @@
  * Metric names.  A stat's name is sanitised byte by byte: every byte other
  * than an ASCII letter, digit or '_' becomes '_' (a multi-byte character
  * becomes one '_' per byte).  An event's name loses a trailing "_total"
- * (it is the sample suffix).  Two stats whose names sanitise alike, or
+ * (it is the sample suffix).  A state (a gauge) whose metric name would
+ * end in "_total", "_count", "_sum" or "_bucket", suffixes Prometheus
+ * keeps for counters, histograms and summaries, is refused (-EINVAL).
+ * Two stats whose names sanitise alike, or
  * two families of different sources that would share a metric name, are
  * refused (-EEXIST), so an export never holds a duplicate series.
  *
@@ -186,7 +189,8 @@ void tally_exporter_destroy(struct tally_exporter *e);
  * not async-signal-safe: allocates.
  *
  * Return: 0, -EINVAL (NULL @e or @t, bad prefix or unit, a mode other
- * than the two above), -EEXIST (two of the tree's families, or one of
+ * than the two above, a state whose metric name would end in a suffix
+ * Prometheus keeps for counters and histograms), -EEXIST (two of the tree's families, or one of
  * them and a family of a source added before, would share a metric name;
  * the exporter is then unchanged), -ENOMEM.
  */

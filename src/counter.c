@@ -338,6 +338,12 @@ static void require_counter(const struct tally_counter *c, const char *fn)
 		contract_null_abort(fn, "counter");
 }
 
+/* The top level, last of the items: 1, or up to 8 up to 16 CPUs. */
+static const struct tally_counter_item *top_items(const struct tally_counter *c)
+{
+	return c->items + c->domain->nr_items - c->nr_top;
+}
+
 long tally_counter_approximate_sum(const struct tally_counter *c)
 {
 	const struct tally_counter_item *top;
@@ -345,9 +351,8 @@ long tally_counter_approximate_sum(const struct tally_counter *c)
 	unsigned int nr;
 
 	require_counter(c, __func__);
-	/* The top level: 1 item, or up to 8 on machines of up to 16 CPUs. */
 	nr = c->nr_top;
-	top = c->items + c->domain->nr_items - nr;
+	top = top_items(c);
 	sum = (unsigned long)load_bias(c) +
 	      (unsigned long)__atomic_load_n(&top[0].value, __ATOMIC_RELAXED);
 
@@ -359,8 +364,7 @@ long tally_counter_approximate_sum(const struct tally_counter *c)
 
 void counter_prefetch(const struct tally_counter *c)
 {
-	const struct tally_counter_item *top =
-		c->items + c->domain->nr_items - c->nr_top;
+	const struct tally_counter_item *top = top_items(c);
 
 	for (unsigned int i = 0; i < c->nr_top; i++)
 		__builtin_prefetch(&top[i]);

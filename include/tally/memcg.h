@@ -1,0 +1,846 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef TALLY_MEMCG_H
+#define TALLY_MEMCG_H
+
+/*
+ * tally/memcg.h - memory groups: a tree of groups with hierarchical limits,
+ * charged and uncharged in bytes, with events and memory.stat.
+ *
+ * The kernel's memory cgroups for a program's own tenants, queries or
+ * connections.  Every charge names a group and lands in the group and all
+ * its ancestors; the uncharge names the same group (store it with the
+ * object), so nothing drifts.
+ *
+ *   usage    Each group has a page counter: an atomic usage checked against
+ *            max before it is raised, one level at a time (a charge never
+ *            raises a level above its max, so it never makes another
+ *            charge fail by a transient excess).
+ *   stock    Each group has, per CPU, a reservation of bytes already counted
+ *            in its page counters ("stock").  A charge that the current
+ *            CPU's stock covers takes it in one restartable sequence: no
+ *            atomic, no lock, no shared cache line written.  An uncharge
+ *            gives bytes back to the stock up to two batches.  Otherwise
+ *            the charge goes to the page counters, with a batch more for
+ *            the stock when every level has room for it.
+ *   limits   A charge that does not fit under max somewhere first drains
+ *            every CPU's stock of the group's subtree (restarting the
+ *            sequences in flight with membarrier()), then retries; only
+ *            then does it fail, after the reclaim callbacks and the
+ *            group's OOM policy.
+ *
+ * What is exact:
+ *   - usage never exceeds max at any level, except by charges made with
+ *     %TALLY_MEMCG_NOFAIL;
+ *   - a charge fails (-ENOMEM) only when, after the drain, the usage of
+ *     some level plus the charge exceeds its max, where usage is every
+ *     charge that has returned or is in flight minus every uncharge that
+ *     has returned; a reservation that a thread is between taking from the
+ *     page counter and depositing in its stock counts too, but the charge
+ *     first waits up to 10 ms for such threads to finish (they are a few
+ *     instructions long; only a thread stopped right there outlasts it);
+ *   - tally_memcg_usage() with %TALLY_MEMCG_READ_DRAIN is exact at
+ *     quiescence; the other reads give a value with an interval that holds
+ *     the exact usage at quiescence.
+ *
+ * Costs: a charge or uncharge served by the stock is one restartable
+ * sequence (a few ns); one in every batch / bytes goes to the page counter
+ * (one compare-and-swap per level).  A failing charge costs a drain:
+ * membarrier() and O(groups of the subtree x CPUs).
+ *
+ *   group:   usage (atomic) | max high low min | peak | events
+ *   per CPU: | stock of G on CPU 0 | stock of G on CPU 1 | ...
+ *   usage(G) = sum of charges to G's subtree - uncharges + stocks of the
+ *              subtree; exact usage = usage(G) - stocks of the subtree
+ *
+ * Destroyed groups: tally_memcg_destroy() moves a group's remaining charge,
+ * stats and local events to its parent.  Its handle stays valid until the
+ * tree is destroyed (a few hundred bytes, its per-CPU stock freed), so
+ * that objects still charged to it can be uncharged: uncharges, charges
+ * and stat updates of a destroyed group go to its nearest live ancestor.
+ *
+ * fork(): the tree's locks are taken around fork() and re-initialised in
+ * the child, which may use the inherited tree.  Event file descriptors are
+ * inherited like any descriptor.
+ *
+ * Error codes: functions that can fail return 0 or a negative errno value:
+ * -EINVAL for NULL pointers, bad names, sizes or flags; -ENOENT for a path
+ * that names no group; -EEXIST for a duplicate name; -EBUSY to destroy a
+ * group with children or set max below usage; -ENOMEM for a refused charge
+ * or a failed allocation; -E2BIG for a %TALLY_MEMCG_NOFAIL charge larger
+ * than some max of the chain; -ENOSPC for a short buffer.
+ */
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <tally/domain.h>
+#include <tally/mm.h>
+#include <tally/oom.h>
+#include <tally/stats.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct tally_memcg_tree;
+struct tally_memcg;
+struct tally_memcg_task;
+
+/** The max of a group without a limit. */
+#define TALLY_MEMCG_UNLIMITED LONG_MAX
+/** Default stock batch: 64 pages of 4 KiB, the kernel's MEMCG_CHARGE_BATCH. */
+#define TALLY_MEMCG_DEFAULT_BATCH (64l * 4096)
+/** Longest group name, without the terminating NUL. */
+#define TALLY_MEMCG_NAME_MAX TALLY_STATS_NAME_MAX
+
+/**
+ * enum tally_memcg_stat - the memory.stat items, in bytes except the
+ *	events (counts).  Kept in a statistics tree (tally/stats.h).
+ */
+enum tally_memcg_stat {
+	TALLY_MEMCG_ANON = 0,
+	TALLY_MEMCG_FILE,
+	TALLY_MEMCG_KERNEL,
+	TALLY_MEMCG_KERNEL_STACK,
+	TALLY_MEMCG_PAGETABLES,
+	TALLY_MEMCG_SOCK,
+	TALLY_MEMCG_SHMEM,
+	TALLY_MEMCG_FILE_MAPPED,
+	TALLY_MEMCG_FILE_DIRTY,
+	TALLY_MEMCG_FILE_WRITEBACK,
+	TALLY_MEMCG_SLAB_RECLAIMABLE,
+	TALLY_MEMCG_SLAB_UNRECLAIMABLE,
+	TALLY_MEMCG_PGFAULT,		/* event */
+	TALLY_MEMCG_PGMAJFAULT,		/* event */
+	TALLY_MEMCG_NR_STATS,
+};
+
+/**
+ * enum tally_memcg_event - the memory.events counters.
+ * @TALLY_MEMCG_EVENT_LOW: reclaim took memory from a group under its
+ *	effective low protection, because nothing unprotected was left.
+ * @TALLY_MEMCG_EVENT_HIGH: a charge left the group's usage above high.
+ * @TALLY_MEMCG_EVENT_MAX: a charge did not fit under the group's max.
+ * @TALLY_MEMCG_EVENT_OOM: a charge was still refused after reclaim and
+ *	drain: the group's OOM policy ran.
+ * @TALLY_MEMCG_EVENT_OOM_KILL: a task of the group was chosen and reported
+ *	to the kill callback.
+ */
+enum tally_memcg_event {
+	TALLY_MEMCG_EVENT_LOW = 0,
+	TALLY_MEMCG_EVENT_HIGH,
+	TALLY_MEMCG_EVENT_MAX,
+	TALLY_MEMCG_EVENT_OOM,
+	TALLY_MEMCG_EVENT_OOM_KILL,
+	TALLY_MEMCG_NR_EVENTS,
+};
+
+/** enum tally_memcg_limit - which limit tally_memcg_set_limit() sets. */
+enum tally_memcg_limit {
+	TALLY_MEMCG_MIN = 0,
+	TALLY_MEMCG_LOW,
+	TALLY_MEMCG_HIGH,
+	TALLY_MEMCG_MAX,
+};
+
+/**
+ * struct tally_memcg_options - how a tree is built; zero means the default.
+ * @domain: CPUs of the per-CPU stocks (NULL: the system domain).  On a
+ *	simulated domain, charges name their CPU (tally_memcg_charge_cpu()).
+ * @batch: bytes a refill adds to a CPU's stock (default
+ *	%TALLY_MEMCG_DEFAULT_BATCH); 1 to 1 GiB.  A CPU's stock holds at
+ *	most two batches.
+ */
+struct tally_memcg_options {
+	struct tally_domain *domain;
+	long batch;
+};
+
+/**
+ * tally_memcg_tree_create() - create a tree with its root group.
+ * @out: where the tree is stored (NULL on failure).
+ * @opts: options, or NULL for the defaults.
+ *
+ * The root has no limit; its usage is the sum of its subtree's.
+ *
+ * Context: MT-safe; not async-signal-safe: allocates, may register the
+ * process for membarrier().
+ *
+ * Return: 0, -EINVAL (NULL @out, bad batch), -ENOMEM.
+ */
+int tally_memcg_tree_create(struct tally_memcg_tree **out,
+			    const struct tally_memcg_options *opts);
+
+/**
+ * tally_memcg_tree_destroy() - free a tree, its groups and their handles.
+ * @t: the tree, or NULL.  No other call on @t may run or follow; event
+ *	file descriptors of its groups are closed.
+ *
+ * Context: not async-signal-safe: frees memory.
+ */
+void tally_memcg_tree_destroy(struct tally_memcg_tree *t);
+
+/**
+ * tally_memcg_root() - the tree's root group.
+ * @t: the tree.
+ *
+ * Context: MT-safe, async-signal-safe: one load.
+ *
+ * Return: the root, or NULL for a NULL @t.
+ */
+struct tally_memcg *tally_memcg_root(struct tally_memcg_tree *t);
+
+/**
+ * tally_memcg_create() - create a child group, without limits.
+ * @parent: the parent group (live, not destroyed).
+ * @name: 1 to %TALLY_MEMCG_NAME_MAX bytes, without '/'.
+ * @out: where the group is stored (may be NULL).
+ *
+ * Context: MT-safe; not async-signal-safe: takes the tree's locks,
+ * allocates.
+ *
+ * Return: 0, -EINVAL (NULL, bad name, destroyed parent), -EEXIST, -ENOMEM.
+ */
+int tally_memcg_create(struct tally_memcg *parent, const char *name,
+		       struct tally_memcg **out);
+
+/**
+ * tally_memcg_find() - look a live group up by path.
+ * @t: the tree.
+ * @path: names separated by '/', from the root ("a/b"); "" is the root.
+ * @out: where the group is stored.
+ *
+ * Context: MT-safe; not async-signal-safe: takes the tree's structure lock.
+ *
+ * Return: 0, -EINVAL (NULL, empty component), -ENOENT.
+ */
+int tally_memcg_find(struct tally_memcg_tree *t, const char *path,
+		     struct tally_memcg **out);
+
+/**
+ * tally_memcg_destroy() - remove a group, moving what it holds to its
+ *	parent.
+ * @g: a live group without children, not the root.
+ *
+ * Its remaining charge, its stats and its local events move to the
+ * parent: every ancestor's usage, stats and events are the same before and
+ * after, and the parent's local values gain the group's.  Charges in
+ * flight on @g from other threads are not lost: they land in @g before or
+ * in the parent after.  The handle stays valid (see the file comment):
+ * later charges, uncharges and stat updates go to the nearest live
+ * ancestor; its tasks are detached.  Its reclaim callback is no longer
+ * called.
+ *
+ * Context: MT-safe; not async-signal-safe: takes the tree's locks, drains
+ * (membarrier()), frees memory.
+ *
+ * Return: 0, -EINVAL (NULL, the root, already destroyed), -EBUSY (it has
+ * live children).
+ */
+int tally_memcg_destroy(struct tally_memcg *g);
+
+/**
+ * tally_memcg_path() - the path of a group from the root ("" for the root).
+ * @g: the group.
+ * @buf: output buffer.
+ * @len: its size.
+ *
+ * Context: MT-safe; not async-signal-safe: takes the structure lock.
+ *
+ * Return: the path's length, -EINVAL (NULL), -ENOSPC (short buffer).
+ */
+int tally_memcg_path(const struct tally_memcg *g, char *buf, size_t len);
+
+/**
+ * tally_memcg_set_limit() - set min, low, high or max.
+ * @g: a live group other than the root.
+ * @which: the limit.
+ * @bytes: 0 to %TALLY_MEMCG_UNLIMITED.
+ *
+ * As in cgroup v2 the four limits are independent: no order between them
+ * is refused (a max below high makes high moot, a min above low makes the
+ * effective low at least the effective min).  Setting max drains the
+ * subtree's stocks, then refuses a max below the exact usage, as the
+ * kernel's page counter does; charges racing with it either fit under the
+ * new max or fail.
+ *
+ * Context: MT-safe; not async-signal-safe: setting max takes the tree's drain
+ * lock and drains (membarrier()).
+ *
+ * Return: 0, -EINVAL (NULL, the root, a destroyed group, unknown @which,
+ * negative @bytes), -EBUSY (max below usage).
+ */
+int tally_memcg_set_limit(struct tally_memcg *g, enum tally_memcg_limit which,
+			  long bytes);
+
+/**
+ * struct tally_memcg_limits - the limits of a group.
+ * @min: hard protection: reclaim never takes the group below it.
+ * @low: best-effort protection: reclaim takes it below only when nothing
+ *	unprotected is left (a low event).
+ * @high: throttling: charges above it succeed, record a high event and
+ *	ask the reclaim callbacks for the excess.
+ * @max: hard limit.
+ */
+struct tally_memcg_limits {
+	long min;
+	long low;
+	long high;
+	long max;
+};
+
+/**
+ * tally_memcg_get_limits() - read the limits of a group.
+ * @g: the group.
+ * @out: where they are stored.
+ *
+ * Context: MT-safe, async-signal-safe: four loads.
+ *
+ * Return: 0, -EINVAL (NULL).
+ */
+int tally_memcg_get_limits(const struct tally_memcg *g,
+			   struct tally_memcg_limits *out);
+
+/** Charge flag: always succeed, even over max (the kernel's __GFP_NOFAIL). */
+#define TALLY_MEMCG_NOFAIL 0x1u
+/**
+ * Charge flag: on a refusal, do not call reclaim callbacks nor run the
+ * OOM policy: drain, retry, then fail (the kernel's GFP_NOWAIT).
+ */
+#define TALLY_MEMCG_NORECLAIM 0x2u
+
+/** tally_memcg_charge() succeeded, and left some level above its high. */
+#define TALLY_MEMCG_OVER_HIGH 1
+
+/**
+ * tally_memcg_charge() - charge bytes to a group and its ancestors.
+ * @g: the group (a destroyed group charges its nearest live ancestor).
+ * @bytes: 1 to LONG_MAX / 4.
+ * @flags: 0, %TALLY_MEMCG_NOFAIL, %TALLY_MEMCG_NORECLAIM.
+ *
+ * Served by the current CPU's stock when it can (one restartable sequence,
+ * no atomic); else charges the page counters with a refill for the stock;
+ * else drains, asks the reclaim callbacks, drains and retries, and runs
+ * the OOM policy of the group whose max was hit (see the file comment for
+ * what a refusal guarantees).  Uncharge with tally_memcg_uncharge() on the
+ * same group.  The high limits are checked when a charge reaches the page
+ * counters, so a group can be above high by up to two batches per CPU
+ * before it is noticed, as in the kernel.
+ *
+ * Context: MT-safe.  Async-signal-safe and lock-free when served by the
+ * stock; otherwise not async-signal-safe: the slow path takes the tree's
+ * drain lock, calls membarrier() and the callbacks, may sleep (OOM wait).
+ *
+ * Return: 0; %TALLY_MEMCG_OVER_HIGH (charged, and some level is now above
+ * its high: tally_memcg_high_delay() gives the kernel's throttling delay);
+ * -ENOMEM (refused, nothing charged); -E2BIG (a %TALLY_MEMCG_NOFAIL charge
+ * larger than some level's max: nothing charged); -EINVAL (NULL, bytes out
+ * of range, unknown flags, a tree on a simulated domain).
+ */
+int tally_memcg_charge(struct tally_memcg *g, long bytes, unsigned int flags);
+
+/**
+ * tally_memcg_charge_cpu() - tally_memcg_charge() on a simulated domain.
+ * @g: the group.
+ * @cpu: the CPU whose stock serves the charge (below the domain's
+ *	nr_cpus).
+ * @bytes: as for tally_memcg_charge().
+ * @flags: as for tally_memcg_charge().
+ *
+ * Any number of threads may charge the same simulated CPU (its stock is
+ * updated with atomic operations).
+ *
+ * Context: as tally_memcg_charge().
+ *
+ * Return: as tally_memcg_charge(); -EINVAL also for a CPU out of range or
+ * a tree on the system domain.
+ */
+int tally_memcg_charge_cpu(struct tally_memcg *g, unsigned int cpu,
+			   long bytes, unsigned int flags);
+
+/**
+ * tally_memcg_uncharge() - give back bytes charged to a group.
+ * @g: the group they were charged to (destroyed or not).
+ * @bytes: 1 to LONG_MAX / 4.
+ *
+ * Goes to the current CPU's stock while it holds less than two batches
+ * (one restartable sequence), else to the page counters.  Uncharging more
+ * than was charged is a caller bug; it is refused (-ERANGE, nothing
+ * changed) when it would take a page counter below 0.
+ *
+ * Context: MT-safe, async-signal-safe, lock-free: a restartable sequence
+ * or one atomic operation per level; never waits.
+ *
+ * Return: 0, -EINVAL (NULL, bytes out of range, a tree on a simulated
+ * domain), -ERANGE.
+ */
+int tally_memcg_uncharge(struct tally_memcg *g, long bytes);
+
+/**
+ * tally_memcg_uncharge_cpu() - tally_memcg_uncharge() on a simulated
+ *	domain.
+ * @g: the group.
+ * @cpu: the CPU whose stock gets the bytes.
+ * @bytes: as for tally_memcg_uncharge().
+ *
+ * Context: as tally_memcg_uncharge().
+ *
+ * Return: as tally_memcg_uncharge(); -EINVAL also for a CPU out of range
+ * or a tree on the system domain.
+ */
+int tally_memcg_uncharge_cpu(struct tally_memcg *g, unsigned int cpu,
+			     long bytes);
+
+/**
+ * enum tally_memcg_read_mode - how tally_memcg_usage() reads.
+ * @TALLY_MEMCG_READ_APPROX: one load of the page counter; the interval
+ *	allows every stock of the subtree to be full.  O(1).
+ * @TALLY_MEMCG_READ_PRECISE: the page counter minus the stocks of the
+ *	subtree, read without stopping anyone.  O(groups x CPUs).
+ * @TALLY_MEMCG_READ_DRAIN: drains the subtree's stocks into the page
+ *	counters, then reads them: exact at quiescence.  Costs a
+ *	membarrier() and takes the drain lock.
+ */
+enum tally_memcg_read_mode {
+	TALLY_MEMCG_READ_APPROX = 0,
+	TALLY_MEMCG_READ_PRECISE = 1,
+	TALLY_MEMCG_READ_DRAIN = 2,
+};
+
+/**
+ * struct tally_memcg_range - a usage with the interval it guarantees.
+ * @value: the usage read (0 or more).
+ * @min: at quiescence the exact usage is at least this...
+ * @max: ...and at most this.
+ */
+struct tally_memcg_range {
+	long value;
+	long min;
+	long max;
+};
+
+/**
+ * tally_memcg_usage() - the usage of a group's subtree (memory.current).
+ * @g: the group (a destroyed group reads as 0: its charge is its parent's).
+ * @mode: how to read.
+ * @out: the usage and its interval.
+ *
+ * Context: MT-safe.  %TALLY_MEMCG_READ_APPROX and %TALLY_MEMCG_READ_PRECISE
+ * are async-signal-safe (loads, the precise read takes the structure lock
+ * for reading: not async-signal-safe); %TALLY_MEMCG_READ_DRAIN takes the
+ * drain lock and calls membarrier().
+ *
+ * Return: 0, -EINVAL (NULL, unknown mode).
+ */
+int tally_memcg_usage(struct tally_memcg *g, enum tally_memcg_read_mode mode,
+		      struct tally_memcg_range *out);
+
+/**
+ * tally_memcg_peak() - the highest usage of the group's page counter
+ *	(memory.peak), stocks included, since creation or the last reset.
+ * @g: the group.
+ * @reset: set the peak to the current usage after reading it.
+ *
+ * Context: MT-safe, async-signal-safe: loads and a compare-and-swap.
+ *
+ * Return: the peak (0 or more), or -EINVAL for NULL.
+ */
+long tally_memcg_peak(struct tally_memcg *g, bool reset);
+
+/**
+ * tally_memcg_drain() - give every CPU's stock of a subtree back to the
+ *	page counters.
+ * @g: the group.
+ *
+ * Context: MT-safe; not async-signal-safe: takes the drain lock, calls
+ * membarrier().
+ *
+ * Return: 0, -EINVAL (NULL).
+ */
+int tally_memcg_drain(struct tally_memcg *g);
+
+/**
+ * tally_memcg_stat_mod() - add to a memory.stat item of a group.
+ * @g: the group (a destroyed group updates its nearest live ancestor).
+ * @item: the item.
+ * @delta: the change (>= 0 for the event items).
+ *
+ * The items are separate from the charge: a program charges bytes and
+ * says what they are (anon, file, ...) here.  An update of the statistics
+ * tree (tally_stats_mod()): rseq, no atomic, no lock.
+ *
+ * Context: MT-safe, async-signal-safe, lock-free; never waits.
+ *
+ * Return: 0, -EINVAL (NULL, unknown item, negative event delta, a tree on
+ * a simulated domain).
+ */
+int tally_memcg_stat_mod(struct tally_memcg *g, enum tally_memcg_stat item,
+			 long delta);
+
+/**
+ * tally_memcg_stat_mod_cpu() - tally_memcg_stat_mod() on a simulated
+ *	domain.
+ * @g: the group.
+ * @cpu: the CPU.
+ * @item: the item.
+ * @delta: the change.
+ *
+ * Context: as tally_memcg_stat_mod().
+ *
+ * Return: as tally_memcg_stat_mod(); -EINVAL also for a CPU out of range.
+ */
+int tally_memcg_stat_mod_cpu(struct tally_memcg *g, unsigned int cpu,
+			     enum tally_memcg_stat item, long delta);
+
+/**
+ * tally_memcg_stat_read() - read a memory.stat item.
+ * @g: the group.
+ * @item: the item.
+ * @mode: the statistics tree's flush mode (%TALLY_FLUSH_FORCE is fresh).
+ * @hier: set to the subtree's value (or NULL).
+ * @local: set to the group's own value (or NULL).
+ *
+ * Context: as tally_stats_read().
+ *
+ * Return: 0, -EINVAL (NULL @g, unknown item or mode, destroyed group).
+ */
+int tally_memcg_stat_read(struct tally_memcg *g, enum tally_memcg_stat item,
+			  enum tally_flush_mode mode, long *hier, long *local);
+
+/**
+ * tally_memcg_stat_name() - the memory.stat name of an item ("anon").
+ * @item: the item.
+ *
+ * Context: MT-safe, async-signal-safe.
+ *
+ * Return: the name, or NULL for an unknown item.
+ */
+const char *tally_memcg_stat_name(enum tally_memcg_stat item);
+
+/**
+ * tally_memcg_stats_tree() - the statistics tree holding the memory.stat
+ *	items (to export it or read it with tally/stats.h).
+ * @t: the memory tree.
+ *
+ * Its groups have the memory groups' paths.  Do not create or destroy
+ * groups in it.
+ *
+ * Context: MT-safe, async-signal-safe: one load.
+ *
+ * Return: the tree, or NULL for a NULL @t.
+ */
+struct tally_stats_tree *tally_memcg_stats_tree(struct tally_memcg_tree *t);
+
+/**
+ * tally_memcg_events() - read memory.events and memory.events.local.
+ * @g: the group.
+ * @hier: %TALLY_MEMCG_NR_EVENTS counts of the group and its descendants
+ *	(or NULL).
+ * @local: %TALLY_MEMCG_NR_EVENTS counts of the group alone (or NULL).
+ *
+ * Events are counted exactly: each is one atomic add on the group's local
+ * count and on the hierarchical count of the group and every ancestor.
+ *
+ * Context: MT-safe, async-signal-safe: loads.
+ *
+ * Return: 0, -EINVAL (NULL @g).
+ */
+int tally_memcg_events(const struct tally_memcg *g, long *hier, long *local);
+
+/**
+ * tally_memcg_event_name() - the memory.events name of an event ("high").
+ * @ev: the event.
+ *
+ * Context: MT-safe, async-signal-safe.
+ *
+ * Return: the name, or NULL for an unknown event.
+ */
+const char *tally_memcg_event_name(enum tally_memcg_event ev);
+
+/**
+ * tally_memcg_events_fd() - a file descriptor that becomes readable when
+ *	the group's memory.events change.
+ * @g: a live group.
+ *
+ * An eventfd(2) owned by the group (the same one on every call): every
+ * event of the group or a descendant adds 1 to it, so poll() or epoll
+ * report it readable; read() returns the number of events since the last
+ * read and clears it.  It is non-blocking and close-on-exec; do not close
+ * it: the tree does (tally_memcg_tree_destroy(), or tally_memcg_destroy()
+ * of the group).
+ *
+ * Context: MT-safe; not async-signal-safe: the first call creates it under
+ * the structure lock.
+ *
+ * Return: the descriptor, -EINVAL (NULL, destroyed group), or the negative
+ * errno of eventfd() (-EMFILE, -ENFILE, -ENOMEM).
+ */
+int tally_memcg_events_fd(struct tally_memcg *g);
+
+/**
+ * struct tally_memcg_throttle - how far a group's chain is above high.
+ * @over: the largest usage - high over the chain, in bytes (0 if none
+ *	is above).
+ * @group: the level that is furthest above its high, relatively (or NULL).
+ * @delay_ns: the kernel's throttling penalty for a charge of @bytes: the
+ *	square of the relative overage, scaled as mem_cgroup_handle_over_high()
+ *	does, at most 2 s; 0 below one jiffy's worth (10 ms at HZ=100 is not
+ *	worth sleeping; the kernel's rule).
+ */
+struct tally_memcg_throttle {
+	long over;
+	struct tally_memcg *group;
+	long delay_ns;
+};
+
+/**
+ * tally_memcg_high_delay() - the throttling a caller may apply after
+ *	%TALLY_MEMCG_OVER_HIGH.
+ * @g: the group charged.
+ * @bytes: the size of the charge (scales the delay as the kernel does).
+ * @out: the overage and the delay.
+ *
+ * Reads the chain's page counters (approximate: stocks included).  tally
+ * never sleeps on the caller's behalf for high.
+ *
+ * Context: MT-safe, async-signal-safe: loads and arithmetic.
+ *
+ * Return: 0, -EINVAL (NULL, bytes < 1).
+ */
+int tally_memcg_high_delay(struct tally_memcg *g, long bytes,
+			   struct tally_memcg_throttle *out);
+
+/**
+ * typedef tally_memcg_reclaim_fn - free memory charged to a group.
+ * @g: the group asked (its own objects, not its descendants').
+ * @bytes: how much is wanted from it.
+ * @arg: the registered argument.
+ *
+ * Called by a charge that went above high or hit max, in the charging
+ * thread, with no tally lock held: it may uncharge (that is how it frees)
+ * and charge other groups, but must not charge @g's subtree.  Groups are
+ * asked in order: first those above their effective low protection (for
+ * the part above it), then those above their effective min (a low event
+ * each); never below the effective min.
+ *
+ * Return: the bytes it freed (informative; tally re-reads the counters).
+ */
+typedef long (*tally_memcg_reclaim_fn)(struct tally_memcg *g, long bytes,
+				       void *arg);
+
+/**
+ * tally_memcg_set_reclaim() - register a group's reclaim callback.
+ * @g: a live group.
+ * @fn: the callback, or NULL to remove it.
+ * @arg: passed to @fn.
+ *
+ * Context: MT-safe; not async-signal-safe: takes the structure lock.
+ *
+ * Return: 0, -EINVAL (NULL @g, destroyed group).
+ */
+int tally_memcg_set_reclaim(struct tally_memcg *g, tally_memcg_reclaim_fn fn,
+			    void *arg);
+
+/**
+ * tally_memcg_protection() - the effective min and low of a group.
+ * @g: the group.
+ * @emin: set to its effective min (or NULL).
+ * @elow: set to its effective low (or NULL).
+ *
+ * Computed for reclaim from the root as the kernel's
+ * effective_protection() does, without the recursive mode: a child's
+ * protection is min(usage, its setting), scaled down in proportion when
+ * the siblings together claim more than the parent's effective
+ * protection; the root and its children keep their settings.  Usages are
+ * the page counters (approximate reads).
+ *
+ * Context: MT-safe; not async-signal-safe: takes the structure lock.
+ *
+ * Return: 0, -EINVAL (NULL @g).
+ */
+int tally_memcg_protection(struct tally_memcg *g, long *emin, long *elow);
+
+/**
+ * enum tally_memcg_oom_mode - what a group does with a charge still
+ *	refused after reclaim.
+ * @TALLY_MEMCG_OOM_FAIL: fail it (-ENOMEM).  The default.
+ * @TALLY_MEMCG_OOM_WAIT: wait up to the timeout for uncharges, retrying.
+ * @TALLY_MEMCG_OOM_KILL: choose a task of the group's subtree with the
+ *	2-pass selection (tally/oom.h), report it to the kill callback
+ *	(an oom_kill event), then wait up to the timeout for its memory.
+ */
+enum tally_memcg_oom_mode {
+	TALLY_MEMCG_OOM_FAIL = 0,
+	TALLY_MEMCG_OOM_WAIT = 1,
+	TALLY_MEMCG_OOM_KILL = 2,
+};
+
+/**
+ * typedef tally_memcg_kill_fn - cancel a chosen task.
+ * @oom_group: the group whose max was hit.
+ * @victim: the chosen task (attached to @oom_group's subtree).
+ * @arg: the registered argument.
+ *
+ * Called in the charging thread with no tally lock held; should make the
+ * victim release its memory soon (cancel a query, close a connection);
+ * the charge waits for the uncharges up to the policy's timeout.  The
+ * victim stays attached until the caller detaches it.
+ */
+typedef void (*tally_memcg_kill_fn)(struct tally_memcg *oom_group,
+				    struct tally_memcg_task *victim,
+				    void *arg);
+
+/**
+ * struct tally_memcg_oom_policy - a group's OOM policy.
+ * @mode: the mode.
+ * @timeout_ns: how long %TALLY_MEMCG_OOM_WAIT and %TALLY_MEMCG_OOM_KILL
+ *	wait for uncharges (0 to 60 s).
+ * @kill: the kill callback (required by %TALLY_MEMCG_OOM_KILL).
+ * @arg: passed to @kill.
+ */
+struct tally_memcg_oom_policy {
+	enum tally_memcg_oom_mode mode;
+	long timeout_ns;
+	tally_memcg_kill_fn kill;
+	void *arg;
+};
+
+/**
+ * tally_memcg_set_oom_policy() - set the OOM policy of a group.
+ * @g: a live group (the root too).
+ * @policy: the policy (copied), or NULL for %TALLY_MEMCG_OOM_FAIL.
+ *
+ * Context: MT-safe; not async-signal-safe: takes the structure lock.
+ *
+ * Return: 0, -EINVAL (NULL @g, destroyed group, unknown mode, timeout out
+ * of range, %TALLY_MEMCG_OOM_KILL without a callback).
+ */
+int tally_memcg_set_oom_policy(struct tally_memcg *g,
+			       const struct tally_memcg_oom_policy *policy);
+
+/**
+ * struct tally_memcg_task - a task (thread, query, connection) attached to
+ *	a group, as an OOM candidate.
+ * @mm: its per-task counters (tally/mm.h): its badness is their
+ *	%TALLY_MM_BADNESS sum.
+ * @score_adj: -1000 (never chosen) to 1000, thousandths of the group's
+ *	max added to the badness, as oom_score_adj.
+ * @flags: %TALLY_OOM_UNKILLABLE, %TALLY_OOM_PREFER (tally/oom.h).
+ * @owner: the caller's pointer, for the kill callback.
+ *
+ * The caller fills these and keeps the structure alive while attached;
+ * the rest is tally's.
+ */
+struct tally_memcg_task {
+	const struct tally_mm *mm;
+	int score_adj;
+	unsigned int flags;
+	void *owner;
+	/* private: */
+	struct tally_memcg *group_;
+	struct tally_memcg_task *next_;
+	struct tally_memcg_task *prev_;
+};
+
+/**
+ * tally_memcg_task_attach() - attach a task to a group.
+ * @g: a live group.
+ * @task: a task not attached anywhere, with @mm set.
+ *
+ * Context: MT-safe; not async-signal-safe: takes the structure lock, may
+ * allocate (room for the OOM candidates, so that an OOM kill allocates
+ * nothing).
+ *
+ * Return: 0, -EINVAL (NULL, no mm, score_adj out of range, destroyed
+ * group), -EBUSY (already attached), -ENOMEM.
+ */
+int tally_memcg_task_attach(struct tally_memcg *g,
+			    struct tally_memcg_task *task);
+
+/**
+ * tally_memcg_task_detach() - detach a task from its group.
+ * @task: an attached task.
+ *
+ * Context: MT-safe; not async-signal-safe: takes the structure lock.
+ *
+ * Return: 0, -EINVAL (NULL, not attached).
+ */
+int tally_memcg_task_detach(struct tally_memcg_task *task);
+
+/**
+ * enum tally_memcg_file - what tally_memcg_render() writes.
+ * @TALLY_MEMCG_FILE_STAT: memory.stat ("anon 4096" lines, hierarchical).
+ * @TALLY_MEMCG_FILE_EVENTS: memory.events (hierarchical).
+ * @TALLY_MEMCG_FILE_EVENTS_LOCAL: memory.events.local.
+ * @TALLY_MEMCG_FILE_LIMITS: memory.current, memory.min, memory.low,
+ *	memory.high, memory.max, memory.peak as "name value" lines ("max"
+ *	for unlimited).
+ * @TALLY_MEMCG_FILE_ALL: all of the above as one JSON object (the
+ *	format is then JSON whatever @json says).
+ */
+enum tally_memcg_file {
+	TALLY_MEMCG_FILE_STAT = 0,
+	TALLY_MEMCG_FILE_EVENTS,
+	TALLY_MEMCG_FILE_EVENTS_LOCAL,
+	TALLY_MEMCG_FILE_LIMITS,
+	TALLY_MEMCG_FILE_ALL,
+};
+
+/**
+ * tally_memcg_render() - write a group's memory files as text or JSON.
+ * @g: the group.
+ * @file: which file.
+ * @json: JSON (an object of name: value) instead of the kernel's text.
+ * @buf: output buffer, NUL-terminated on success.
+ * @len: its size.
+ *
+ * The stats are read with a forced flush, memory.current with
+ * %TALLY_MEMCG_READ_PRECISE.
+ *
+ * Context: MT-safe; not async-signal-safe: flushes the statistics tree.
+ *
+ * Return: the length written, -EINVAL (NULL, unknown file, destroyed
+ * group), -ENOSPC (short buffer: @buf holds "").
+ */
+int tally_memcg_render(struct tally_memcg *g, enum tally_memcg_file file,
+		       bool json, char *buf, size_t len);
+
+/**
+ * struct tally_memcg_info - counts for tests and tools.
+ * @refills: charges that went to the page counters.
+ * @drains: drains of a subtree's stocks.
+ * @drain_waits: refusals that waited for a refill in flight.
+ * @refusals: charges refused (-ENOMEM).
+ * @groups: live groups, the root included.
+ * @zombies: destroyed groups whose handles are kept.
+ * @rseq: non-zero when stocks are taken with restartable sequences, 0 when
+ *	with atomic operations (simulated domain, rseq or membarrier()
+ *	unavailable).
+ */
+struct tally_memcg_info {
+	unsigned long refills;
+	unsigned long drains;
+	unsigned long drain_waits;
+	unsigned long refusals;
+	unsigned long groups;
+	unsigned long zombies;
+	int rseq;
+};
+
+/**
+ * tally_memcg_tree_info() - read a tree's counts.
+ * @t: the tree.
+ * @out: where they are stored.
+ *
+ * Context: MT-safe, async-signal-safe: loads.
+ *
+ * Return: 0, -EINVAL (NULL).
+ */
+int tally_memcg_tree_info(const struct tally_memcg_tree *t,
+			  struct tally_memcg_info *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TALLY_MEMCG_H */

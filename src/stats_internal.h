@@ -111,6 +111,7 @@ struct tally_stats_group {
 	size_t name_len;
 	unsigned long magic;
 	bool dying;
+	void *owner;			/* the memory group it serves */
 
 	/* Flush sharing (TALLY design), under coord_lock. */
 	struct stats_share share __attribute__((aligned(STATS_CACHELINE)));

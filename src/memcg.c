@@ -149,13 +149,16 @@ static void fork_child(void)
 {
 	/*
 	 * Lock words may count waiters the child does not have: build them
-	 * anew.  Refills other threads had in flight never finish here; their
-	 * bytes stay counted (as if the threads still held them).
+	 * anew.  Refills and refusals other threads had in flight never
+	 * finish here: forget them (a refill's bytes stay counted, as if
+	 * the thread that took them still held them).
 	 */
 	for (struct tally_memcg_tree *t = trees; t; t = t->next_tree) {
 		memcg_init_tree_locks(t);
-		for (struct tally_memcg *g = t->all; g; g = g->next_all)
+		for (struct tally_memcg *g = t->all; g; g = g->next_all) {
 			STORE(&g->refilling, 0);
+			STORE(&g->pressure, 0);
+		}
 	}
 	tally_mutex_reset(&trees_lock);
 }
@@ -291,6 +294,26 @@ static int counters_uncharge(struct tally_memcg *g, long n)
 	return 0;
 }
 
+/*
+ * A drain's uncharge of what the stocks held.  A caller that uncharged
+ * more than it charged may have left more there than @g's counter holds:
+ * clamp at 0 rather than refuse, so that the stocks' legitimate bytes are
+ * not kept counted for ever.
+ */
+static void counters_give_back(struct tally_memcg *g, long n)
+{
+	long usage = LOAD(&g->usage), take;
+
+	do {
+		take = usage < n ? usage : n;
+	} while (!__atomic_compare_exchange_n(&g->usage, &usage, usage - take,
+					      true, __ATOMIC_RELAXED,
+					      __ATOMIC_RELAXED));
+	if (take < n)
+		INC(&g->tree->underflows);
+	counters_sub(g->parent, NULL, take);
+}
+
 static bool chain_under_pressure(const struct tally_memcg *g)
 {
 	for (; g; g = g->parent)
@@ -413,8 +436,8 @@ static long empty_stock(struct tally_memcg *g, void *arg)
 		if (LOAD(slot))
 			sum += __atomic_exchange_n(slot, 0, __ATOMIC_RELAXED);
 	}
-	if (sum && counters_uncharge(g, sum))
-		INC(&g->tree->underflows);
+	if (sum)
+		counters_give_back(g, sum);
 	return 0;
 }
 
@@ -1007,6 +1030,7 @@ int tally_memcg_tree_info(const struct tally_memcg_tree *t,
 		.refusals = LOAD(&t->refusals),
 		.groups = LOAD(&t->nr_groups),
 		.zombies = LOAD(&t->nr_zombies),
+		.underflows = LOAD(&t->underflows),
 		.rseq = t->rseq,
 	};
 	return 0;

@@ -142,7 +142,7 @@ int tally_memcg_create(struct tally_memcg *parent, const char *name,
 	if (!parent || !name)
 		return -EINVAL;
 	t = parent->tree;
-	if (parent->depth + 1 >= TALLY_MEMCG_MAX_DEPTH)
+	if (parent->depth + 1 > TALLY_MEMCG_MAX_DEPTH)
 		return -EINVAL;
 	g = group_alloc(t, parent);
 	if (!g)

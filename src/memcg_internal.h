@@ -9,7 +9,6 @@
 /* The CPU argument of the system domain's charges: the current one. */
 #define NO_CPU (~0u)
 /* Deepest chain (the root is at depth 0). */
-#define TALLY_MEMCG_MAX_DEPTH 64u
 
 struct memcg_oom {
 	enum tally_memcg_oom_mode mode;

@@ -52,11 +52,12 @@
  *   usage(G) = sum of charges to G's subtree - uncharges + stocks of the
  *              subtree; exact usage = usage(G) - stocks of the subtree
  *
- * Destroyed groups: tally_memcg_destroy() moves a group's remaining charge,
- * stats and local events to its parent.  Its handle stays valid until the
- * tree is destroyed (a few hundred bytes, its per-CPU stock freed), so
- * that objects still charged to it can be uncharged: uncharges, charges
- * and stat updates of a destroyed group go to its nearest live ancestor.
+ * Destroyed groups: tally_memcg_destroy() moves a group's remaining charge
+ * and local events to its parent; its stats stay in its ancestors'
+ * hierarchical values.  Its handle stays valid until the tree is destroyed
+ * (a few hundred bytes; its per-CPU stock is freed), so that objects still
+ * charged to it can be uncharged: uncharges, charges and stat updates of
+ * a destroyed group go to its nearest live ancestor.
  *
  * fork(): the tree's locks are taken around fork() and re-initialised in
  * the child, which may use the inherited tree.  Event file descriptors are
@@ -90,6 +91,8 @@ struct tally_memcg_task;
 #define TALLY_MEMCG_UNLIMITED LONG_MAX
 /** Default stock batch: 64 pages of 4 KiB, the kernel's MEMCG_CHARGE_BATCH. */
 #define TALLY_MEMCG_DEFAULT_BATCH (64l * 4096)
+/** Deepest group: the root is at depth 0. */
+#define TALLY_MEMCG_MAX_DEPTH 63u
 /** Longest group name, without the terminating NUL. */
 #define TALLY_MEMCG_NAME_MAX TALLY_STATS_NAME_MAX
 
@@ -199,7 +202,8 @@ struct tally_memcg *tally_memcg_root(struct tally_memcg_tree *t);
  * Context: MT-safe; not async-signal-safe: takes the tree's locks,
  * allocates.
  *
- * Return: 0, -EINVAL (NULL, bad name, destroyed parent), -EEXIST, -ENOMEM.
+ * Return: 0, -EINVAL (NULL, bad name, destroyed parent, a chain deeper than
+ * %TALLY_MEMCG_MAX_DEPTH levels below the root), -EEXIST, -ENOMEM.
  */
 int tally_memcg_create(struct tally_memcg *parent, const char *name,
 		       struct tally_memcg **out);
@@ -222,14 +226,17 @@ int tally_memcg_find(struct tally_memcg_tree *t, const char *path,
  *	parent.
  * @g: a live group without children, not the root.
  *
- * Its remaining charge, its stats and its local events move to the
- * parent: every ancestor's usage, stats and events are the same before and
- * after, and the parent's local values gain the group's.  Charges in
- * flight on @g from other threads are not lost: they land in @g before or
- * in the parent after.  The handle stays valid (see the file comment):
- * later charges, uncharges and stat updates go to the nearest live
- * ancestor; its tasks are detached.  Its reclaim callback is no longer
- * called.
+ * Its remaining charge and its local events move to the parent: every
+ * ancestor's usage and hierarchical events are the same before and after,
+ * and the parent's local events gain the group's.  Its stats stay in its
+ * ancestors' hierarchical memory.stat (the statistics tree's destroy);
+ * stop updating its stats before destroying it, as tally_stats_group_destroy()
+ * requires.  Charges and uncharges in flight on @g from other threads are
+ * not lost: they land in @g before or in the parent after.  The handle
+ * stays valid (see the file comment): later charges, uncharges and stat
+ * updates go to the nearest live ancestor; its tasks are detached, its
+ * reclaim callback is no longer called, its event file descriptor stays
+ * open (without events) until the tree is destroyed.
  *
  * Context: MT-safe; not async-signal-safe: takes the tree's locks, drains
  * (membarrier()), frees memory.
@@ -305,7 +312,9 @@ int tally_memcg_get_limits(const struct tally_memcg *g,
 #define TALLY_MEMCG_NOFAIL 0x1u
 /**
  * Charge flag: on a refusal, do not call reclaim callbacks nor run the
- * OOM policy: drain, retry, then fail (the kernel's GFP_NOWAIT).
+ * OOM policy: drain, retry, then fail (the kernel's GFP_NOWAIT).  The max
+ * event is counted, the oom event is not.  An over-high charge with it
+ * records the high event without reclaim.
  */
 #define TALLY_MEMCG_NORECLAIM 0x2u
 
@@ -365,8 +374,11 @@ int tally_memcg_charge_cpu(struct tally_memcg *g, unsigned int cpu,
  *
  * Goes to the current CPU's stock while it holds less than two batches
  * (one restartable sequence), else to the page counters.  Uncharging more
- * than was charged is a caller bug; it is refused (-ERANGE, nothing
- * changed) when it would take a page counter below 0.
+ * than was charged is a caller bug, caught where it can be: an uncharge
+ * that reaches the page counters and would take the group's below 0 is
+ * refused (-ERANGE, nothing changed); bytes a stock absorbed are checked
+ * at the next drain, which clamps the group's usage at 0 and counts an
+ * underflow (tally_memcg_tree_info()).
  *
  * Context: MT-safe, async-signal-safe, lock-free: a restartable sequence
  * or one atomic operation per level; never waits.
@@ -394,7 +406,8 @@ int tally_memcg_uncharge_cpu(struct tally_memcg *g, unsigned int cpu,
 /**
  * enum tally_memcg_read_mode - how tally_memcg_usage() reads.
  * @TALLY_MEMCG_READ_APPROX: one load of the page counter; the interval
- *	allows every stock of the subtree to be full.  O(1).
+ *	allows every stock of the subtree to be full (two batches per group
+ *	and CPU).  O(groups of the subtree) to count them.
  * @TALLY_MEMCG_READ_PRECISE: the page counter minus the stocks of the
  *	subtree, read without stopping anyone.  O(groups x CPUs).
  * @TALLY_MEMCG_READ_DRAIN: drains the subtree's stocks into the page
@@ -426,9 +439,9 @@ struct tally_memcg_range {
  * @out: the usage and its interval.
  *
  * Context: MT-safe.  %TALLY_MEMCG_READ_APPROX and %TALLY_MEMCG_READ_PRECISE
- * are async-signal-safe (loads, the precise read takes the structure lock
- * for reading: not async-signal-safe); %TALLY_MEMCG_READ_DRAIN takes the
- * drain lock and calls membarrier().
+ * are async-signal-safe: loads along a lock-free walk of the subtree;
+ * %TALLY_MEMCG_READ_DRAIN is not: it takes the drain lock and calls
+ * membarrier().
  *
  * Return: 0, -EINVAL (NULL, unknown mode).
  */
@@ -566,8 +579,7 @@ const char *tally_memcg_event_name(enum tally_memcg_event ev);
  * event of the group or a descendant adds 1 to it, so poll() or epoll
  * report it readable; read() returns the number of events since the last
  * read and clears it.  It is non-blocking and close-on-exec; do not close
- * it: the tree does (tally_memcg_tree_destroy(), or tally_memcg_destroy()
- * of the group).
+ * it: tally_memcg_tree_destroy() does.
  *
  * Context: MT-safe; not async-signal-safe: the first call creates it under
  * the structure lock.
@@ -813,6 +825,8 @@ int tally_memcg_render(struct tally_memcg *g, enum tally_memcg_file file,
  * @refusals: charges refused (-ENOMEM).
  * @groups: live groups, the root included.
  * @zombies: destroyed groups whose handles are kept.
+ * @underflows: drains that found more bytes in a group's stocks than its
+ *	counter held (a caller uncharged more than it charged).
  * @rseq: non-zero when stocks are taken with restartable sequences, 0 when
  *	with atomic operations (simulated domain, rseq or membarrier()
  *	unavailable).
@@ -824,6 +838,7 @@ struct tally_memcg_info {
 	unsigned long refusals;
 	unsigned long groups;
 	unsigned long zombies;
+	unsigned long underflows;
 	int rseq;
 };
 

@@ -349,33 +349,33 @@ void memcg_event(struct tally_memcg *g, enum tally_memcg_event ev)
 /* Take @n from @g's stock on @cpu (current CPU when @cpu is NO_CPU). */
 static bool stock_take(struct tally_memcg *g, unsigned int cpu, long n)
 {
-	if (cpu == NO_CPU && g->tree->rseq) {
-		int r = stock_take_rseq(g->stock, n, &g->stop);
+	if (cpu == NO_CPU && g->fast.rseq) {
+		int r = tally_percpu_take_(g->fast.stock, n, &g->fast.stop);
 
 		if (r >= 0)
 			return r;
 		memcg_rseq_register();
-		return stock_take_rseq(g->stock, n, &g->stop) > 0;
+		return tally_percpu_take_(g->fast.stock, n, &g->fast.stop) > 0;
 	}
 	if (cpu == NO_CPU)
 		cpu = tally_current_cpu();
-	return stock_take_atomic(g->stock, cpu, n, &g->stop);
+	return stock_take_atomic(g->fast.stock, cpu, n, &g->fast.stop);
 }
 
 static bool stock_give(struct tally_memcg *g, unsigned int cpu, long n,
 		       long cap)
 {
-	if (cpu == NO_CPU && g->tree->rseq) {
-		int r = stock_give_rseq(g->stock, n, cap, &g->stop);
+	if (cpu == NO_CPU && g->fast.rseq) {
+		int r = tally_percpu_give_(g->fast.stock, n, cap, &g->fast.stop);
 
 		if (r >= 0)
 			return r;
 		memcg_rseq_register();
-		return stock_give_rseq(g->stock, n, cap, &g->stop) > 0;
+		return tally_percpu_give_(g->fast.stock, n, cap, &g->fast.stop) > 0;
 	}
 	if (cpu == NO_CPU)
 		cpu = tally_current_cpu();
-	return stock_give_atomic(g->stock, cpu, n, cap, &g->stop);
+	return stock_give_atomic(g->fast.stock, cpu, n, cap, &g->fast.stop);
 }
 
 void memcg_rseq_register(void)
@@ -416,8 +416,8 @@ long memcg_walk(struct tally_memcg *h,
 
 static long set_stop(struct tally_memcg *g, void *arg)
 {
-	if (g->stock)
-		__atomic_store_n(&g->stop, 1, __ATOMIC_SEQ_CST);
+	if (g->fast.stock)
+		__atomic_store_n(&g->fast.stop, 1, __ATOMIC_SEQ_CST);
 	(void)arg;
 	return LOAD(&g->refilling);
 }
@@ -428,10 +428,10 @@ static long empty_stock(struct tally_memcg *g, void *arg)
 	long sum = 0;
 
 	(void)arg;
-	if (!g->stock)
+	if (!g->fast.stock)
 		return 0;
 	for (unsigned int cpu = 0; cpu < nr_cpus; cpu++) {
-		long *slot = tally_percpu_ptr(g->stock, cpu);
+		long *slot = tally_percpu_ptr(g->fast.stock, cpu);
 
 		if (LOAD(slot))
 			sum += __atomic_exchange_n(slot, 0, __ATOMIC_RELAXED);
@@ -445,7 +445,7 @@ static long clear_stop(struct tally_memcg *g, void *arg)
 {
 	(void)arg;
 	if (!LOAD(&g->dead))
-		__atomic_store_n(&g->stop, 0, __ATOMIC_RELEASE);
+		__atomic_store_n(&g->fast.stop, 0, __ATOMIC_RELEASE);
 	return 0;
 }
 
@@ -816,9 +816,9 @@ static int charge_slow(struct tally_memcg *g, unsigned int cpu, long n,
 		return check_high(g, flags);
 	}
 	__atomic_add_fetch(&g->refilling, 1, __ATOMIC_SEQ_CST);
-	if (g->stock && !chain_under_pressure(g) &&
+	if (g->fast.stock && !chain_under_pressure(g) &&
 	    !counters_try_add(g, n + batch)) {
-		if (!stock_give(g, cpu, batch, 2 * batch))
+		if (!stock_give(g, cpu, batch, g->fast.stock_cap))
 			counters_sub(g, NULL, batch);
 		__atomic_sub_fetch(&g->refilling, 1, __ATOMIC_RELEASE);
 		return check_high(g, flags);
@@ -830,12 +830,10 @@ static int charge_slow(struct tally_memcg *g, unsigned int cpu, long n,
 	return refuse_or_reclaim(g, n, refuser, flags);
 }
 
-#define CHARGE_MAX (LONG_MAX / 4)
-
 static int charge(struct tally_memcg *g, unsigned int cpu, long bytes,
 		  unsigned int flags)
 {
-	if (bytes < 1 || bytes > CHARGE_MAX ||
+	if (bytes < 1 || bytes > TALLY_MEMCG_BYTES_MAX ||
 	    (flags & ~(TALLY_MEMCG_NOFAIL | TALLY_MEMCG_NORECLAIM)))
 		return -EINVAL;
 	if (!(flags & TALLY_MEMCG_NOFAIL) && stock_take(g, cpu, bytes))
@@ -843,7 +841,8 @@ static int charge(struct tally_memcg *g, unsigned int cpu, long bytes,
 	return charge_slow(g, cpu, bytes, flags);
 }
 
-int tally_memcg_charge(struct tally_memcg *g, long bytes, unsigned int flags)
+int tally_memcg_charge_slow_(struct tally_memcg *g, long bytes,
+			     unsigned int flags)
 {
 	if (!g || g->tree->simulated)
 		return -EINVAL;
@@ -860,14 +859,14 @@ int tally_memcg_charge_cpu(struct tally_memcg *g, unsigned int cpu,
 
 static int uncharge(struct tally_memcg *g, unsigned int cpu, long bytes)
 {
-	if (bytes < 1 || bytes > CHARGE_MAX)
+	if (bytes < 1 || bytes > TALLY_MEMCG_BYTES_MAX)
 		return -EINVAL;
-	if (stock_give(g, cpu, bytes, 2 * g->tree->batch))
+	if (stock_give(g, cpu, bytes, g->fast.stock_cap))
 		return 0;
 	return counters_uncharge(resolve(g), bytes);
 }
 
-int tally_memcg_uncharge(struct tally_memcg *g, long bytes)
+int tally_memcg_uncharge_slow_(struct tally_memcg *g, long bytes)
 {
 	if (!g || g->tree->simulated)
 		return -EINVAL;
@@ -889,17 +888,17 @@ static long stock_sum(struct tally_memcg *g, void *arg)
 	long sum = 0;
 
 	(void)arg;
-	if (!g->stock)
+	if (!g->fast.stock)
 		return 0;
 	for (unsigned int cpu = 0; cpu < g->tree->nr_cpus; cpu++)
-		sum += tally_percpu_read_cpu(g->stock, cpu);
+		sum += tally_percpu_read_cpu(g->fast.stock, cpu);
 	return sum;
 }
 
 static long count_stocked(struct tally_memcg *g, void *arg)
 {
 	(void)arg;
-	return g->stock != NULL;
+	return g->fast.stock != NULL;
 }
 
 int tally_memcg_usage(struct tally_memcg *g, enum tally_memcg_read_mode mode,

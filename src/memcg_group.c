@@ -34,8 +34,10 @@ static struct tally_memcg *group_alloc(struct tally_memcg_tree *t,
 	g->depth = parent ? parent->depth + 1 : 0;
 	g->max = g->high = TALLY_MEMCG_UNLIMITED;
 	g->evfd = -1;
-	g->stock = tally_percpu_alloc(t->domain, sizeof(long), 0);
-	if (!g->stock) {
+	g->fast.stock = tally_percpu_alloc(t->domain, sizeof(long), 0);
+	g->fast.rseq = t->rseq;
+	g->fast.stock_cap = 2 * t->batch;
+	if (!g->fast.stock) {
 		free(g);
 		return NULL;
 	}
@@ -44,8 +46,8 @@ static struct tally_memcg *group_alloc(struct tally_memcg_tree *t,
 
 static void group_free(struct tally_memcg_tree *t, struct tally_memcg *g)
 {
-	if (g->stock)
-		tally_percpu_free(t->domain, g->stock);
+	if (g->fast.stock)
+		tally_percpu_free(t->domain, g->fast.stock);
 	if (g->evfd >= 0)
 		close(g->evfd);
 	free(g);
@@ -238,6 +240,12 @@ int tally_memcg_destroy(struct tally_memcg *g)
 	 */
 	__atomic_store_n(&g->dead, 1, __ATOMIC_SEQ_CST);
 	memcg_drain_locked(g);
+	/*
+	 * Every sequence reads stop before the slot, and none that read it
+	 * clear is left after the drain's barrier: the slots are unused.
+	 */
+	tally_percpu_free(t->domain, g->fast.stock);
+	__atomic_store_n(&g->fast.stock, NULL, __ATOMIC_RELAXED);
 	while (g->tasks)
 		memcg_unlink_task(g->tasks);
 	for (int ev = 0; ev < TALLY_MEMCG_NR_EVENTS; ev++)

@@ -18,11 +18,13 @@ struct memcg_oom {
 };
 
 struct tally_memcg {
-	/* Read by every charge: set at creation, or rarely written. */
+	/*
+	 * Read by every charge: set at creation, or rarely written.  The
+	 * inline fast paths (tally/memcg.h) read the first member.
+	 */
+	struct tally_memcg_fast_ fast;	/* stock freed once destroyed */
 	struct tally_memcg_tree *tree;
 	struct tally_memcg *parent;
-	long *stock;			/* per-CPU; NULL once destroyed */
-	int stop;			/* drain in progress: stocks closed */
 	int dead;			/* destroyed: work goes to parent */
 	unsigned int depth;
 	struct tally_stats_group *stats;

@@ -3,8 +3,10 @@
 #define TALLY_MEMCG_STOCK_H
 
 /*
- * memcg_stock.h - the two per-CPU operations on a memory group's stock,
- * each one restartable sequence on the current CPU's slot:
+ * memcg_stock.h - the two per-CPU operations on a memory group's stock.
+ * On the system domain with rseq they are tally_percpu_take_() and
+ * tally_percpu_give_() (tally/percpu_x86_64.h), one restartable sequence
+ * each on the current CPU's slot:
  *
  *   take:  if (!*stop && slot >= n)          slot -= n
  *   give:  if (!*stop && slot + n <= cap)    slot += n
@@ -19,75 +21,6 @@
 
 #include <stdbool.h>
 #include <tally/percpu.h>
-
-/* Returns 1 when committed, 0 when refused, -1 without an rseq area. */
-static inline int stock_take_rseq(long *stock, long n, const int *stop)
-{
-	ptrdiff_t off = tally_rseq_area_offset;
-	unsigned char *rs = TALLY_RSEQ_AREA_(off);
-
-retry:
-	__asm__ __volatile__ goto(
-		TALLY_RSEQ_CS_BEGIN_("%%rcx")
-		"cmpl $0, (%[stop])\n\t"
-		"jne %l[refused]\n\t"
-		"shlq %[shift], %%rax\n\t"
-		"addq %[base], %%rax\n\t"
-		"movq (%%rax), %%rdx\n\t"
-		"subq %[n], %%rdx\n\t"
-		"jl %l[refused]\n\t"
-		"movq %%rdx, (%%rax)\n\t"
-		"2:\n\t"
-		:
-		: TALLY_RSEQ_AREA_OPERANDS_(off, rs),
-		  [base] "r" (stock), [n] "r" (n), [stop] "r" (stop),
-		  [shift] "i" (TALLY_PERCPU_UNIT_SHIFT)
-		: TALLY_RSEQ_DELAY_CLOBBER_ "rax", "rdx", "memory", "cc"
-		: aborted, unregistered, refused);
-	return 1;
-refused:
-	return 0;
-aborted:
-	TALLY_RSEQ_COUNT_ABORT_();
-	goto retry;
-unregistered:
-	return -1;
-}
-
-static inline int stock_give_rseq(long *stock, long n, long cap,
-				  const int *stop)
-{
-	ptrdiff_t off = tally_rseq_area_offset;
-	unsigned char *rs = TALLY_RSEQ_AREA_(off);
-
-retry:
-	__asm__ __volatile__ goto(
-		TALLY_RSEQ_CS_BEGIN_("%%rcx")
-		"cmpl $0, (%[stop])\n\t"
-		"jne %l[refused]\n\t"
-		"shlq %[shift], %%rax\n\t"
-		"addq %[base], %%rax\n\t"
-		"movq (%%rax), %%rdx\n\t"
-		"addq %[n], %%rdx\n\t"
-		"cmpq %[cap], %%rdx\n\t"
-		"jg %l[refused]\n\t"
-		"movq %%rdx, (%%rax)\n\t"
-		"2:\n\t"
-		:
-		: TALLY_RSEQ_AREA_OPERANDS_(off, rs),
-		  [base] "r" (stock), [n] "r" (n), [cap] "r" (cap),
-		  [stop] "r" (stop), [shift] "i" (TALLY_PERCPU_UNIT_SHIFT)
-		: TALLY_RSEQ_DELAY_CLOBBER_ "rax", "rdx", "memory", "cc"
-		: aborted, unregistered, refused);
-	return 1;
-refused:
-	return 0;
-aborted:
-	TALLY_RSEQ_COUNT_ABORT_();
-	goto retry;
-unregistered:
-	return -1;
-}
 
 /* The same on a named CPU's slot, with compare-and-swap. */
 static inline bool stock_take_atomic(long *stock, unsigned int cpu, long n,

@@ -77,6 +77,7 @@
 #include <tally/domain.h>
 #include <tally/mm.h>
 #include <tally/oom.h>
+#include <tally/percpu.h>
 #include <tally/stats.h>
 
 #ifdef __cplusplus
@@ -324,7 +325,7 @@ int tally_memcg_get_limits(const struct tally_memcg *g,
 /**
  * tally_memcg_charge() - charge bytes to a group and its ancestors.
  * @g: the group (a destroyed group charges its nearest live ancestor).
- * @bytes: 1 to LONG_MAX / 4.
+ * @bytes: 1 to %TALLY_MEMCG_BYTES_MAX.
  * @flags: 0, %TALLY_MEMCG_NOFAIL, %TALLY_MEMCG_NORECLAIM.
  *
  * Served by the current CPU's stock when it can (one restartable sequence,
@@ -346,7 +347,8 @@ int tally_memcg_get_limits(const struct tally_memcg *g,
  * larger than some level's max: nothing charged); -EINVAL (NULL, bytes out
  * of range, unknown flags, a tree on a simulated domain).
  */
-int tally_memcg_charge(struct tally_memcg *g, long bytes, unsigned int flags);
+static inline int tally_memcg_charge(struct tally_memcg *g, long bytes,
+				     unsigned int flags);
 
 /**
  * tally_memcg_charge_cpu() - tally_memcg_charge() on a simulated domain.
@@ -370,7 +372,7 @@ int tally_memcg_charge_cpu(struct tally_memcg *g, unsigned int cpu,
 /**
  * tally_memcg_uncharge() - give back bytes charged to a group.
  * @g: the group they were charged to (destroyed or not).
- * @bytes: 1 to LONG_MAX / 4.
+ * @bytes: 1 to %TALLY_MEMCG_BYTES_MAX.
  *
  * Goes to the current CPU's stock while it holds less than two batches
  * (one restartable sequence), else to the page counters.  Uncharging more
@@ -386,7 +388,7 @@ int tally_memcg_charge_cpu(struct tally_memcg *g, unsigned int cpu,
  * Return: 0, -EINVAL (NULL, bytes out of range, a tree on a simulated
  * domain), -ERANGE.
  */
-int tally_memcg_uncharge(struct tally_memcg *g, long bytes);
+static inline int tally_memcg_uncharge(struct tally_memcg *g, long bytes);
 
 /**
  * tally_memcg_uncharge_cpu() - tally_memcg_uncharge() on a simulated
@@ -853,6 +855,73 @@ struct tally_memcg_info {
  */
 int tally_memcg_tree_info(const struct tally_memcg_tree *t,
 			  struct tally_memcg_info *out);
+
+/*
+ * The inline fast paths.  Everything below is private: it may change in
+ * any release.
+ */
+
+/** Largest charge or uncharge: LONG_MAX / 4. */
+#define TALLY_MEMCG_BYTES_MAX (LONG_MAX / 4)
+
+/* The first member of every group: what the fast paths read. */
+struct tally_memcg_fast_ {
+	long *stock;		/* per-CPU reservation */
+	int stop;		/* a drain closed the stocks */
+	int rseq;		/* stocks taken by rseq sequences */
+	long stock_cap;		/* two batches */
+};
+
+/**
+ * tally_memcg_charge_slow_() - internal: tally_memcg_charge() when the
+ *	current CPU's stock cannot serve it.
+ * @g: as for tally_memcg_charge().
+ * @bytes: as for tally_memcg_charge().
+ * @flags: as for tally_memcg_charge().
+ *
+ * Context: as tally_memcg_charge().
+ *
+ * Return: as tally_memcg_charge().
+ */
+int tally_memcg_charge_slow_(struct tally_memcg *g, long bytes,
+			     unsigned int flags);
+
+/**
+ * tally_memcg_uncharge_slow_() - internal: tally_memcg_uncharge() when the
+ *	current CPU's stock cannot take the bytes back.
+ * @g: as for tally_memcg_uncharge().
+ * @bytes: as for tally_memcg_uncharge().
+ *
+ * Context: as tally_memcg_uncharge().
+ *
+ * Return: as tally_memcg_uncharge().
+ */
+int tally_memcg_uncharge_slow_(struct tally_memcg *g, long bytes);
+
+static inline int tally_memcg_charge(struct tally_memcg *g, long bytes,
+				     unsigned int flags)
+{
+	const struct tally_memcg_fast_ *f = (const struct tally_memcg_fast_ *)g;
+
+	if (__builtin_expect(g && f->rseq && !flags && bytes > 0 &&
+			     bytes <= TALLY_MEMCG_BYTES_MAX, 1) &&
+	    __builtin_expect(tally_percpu_take_(f->stock, bytes,
+						&f->stop) > 0, 1))
+		return 0;
+	return tally_memcg_charge_slow_(g, bytes, flags);
+}
+
+static inline int tally_memcg_uncharge(struct tally_memcg *g, long bytes)
+{
+	const struct tally_memcg_fast_ *f = (const struct tally_memcg_fast_ *)g;
+
+	if (__builtin_expect(g && f->rseq && bytes > 0 &&
+			     bytes <= TALLY_MEMCG_BYTES_MAX, 1) &&
+	    __builtin_expect(tally_percpu_give_(f->stock, bytes, f->stock_cap,
+						&f->stop) > 0, 1))
+		return 0;
+	return tally_memcg_uncharge_slow_(g, bytes);
+}
 
 #ifdef __cplusplus
 }

@@ -742,18 +742,19 @@ static bool oom_kill(struct tally_memcg *h, const struct memcg_oom *pol)
 	return victim != NULL;
 }
 
-/* Retry with drains until @deadline; returns NULL once charged. */
+/* Retry with drains, at least once, until @deadline; NULL once charged. */
 static struct tally_memcg *wait_for_room(struct tally_memcg *g, long n,
 					 struct tally_memcg *h, long deadline)
 {
 	long nap = 50000;
 
-	while (h && now_ns() < deadline) {
+	for (;;) {
+		h = drain_and_retry(g, n, h);
+		if (!h || now_ns() >= deadline)
+			return h;
 		sleep_ns(nap);
 		nap = nap * 2 > 1000000 ? 1000000 : nap * 2;
-		h = drain_and_retry(g, n, h);
 	}
-	return h;
 }
 
 static int refuse_or_reclaim(struct tally_memcg *g, long n,

@@ -170,7 +170,9 @@ struct tally_memcg_options {
  * Context: MT-safe; not async-signal-safe: allocates, may register the
  * process for membarrier().
  *
- * Return: 0, -EINVAL (NULL @out, bad batch), -ENOMEM.
+ * Return: 0, -EINVAL (NULL @out, bad batch), -ENOMEM, -ENODEV (no system
+ * domain: the CPUs could not be read).  On failure *@out is NULL and
+ * nothing needs to be destroyed.
  */
 int tally_memcg_tree_create(struct tally_memcg_tree **out,
 			    const struct tally_memcg_options *opts);

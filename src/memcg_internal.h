@@ -85,7 +85,6 @@ struct tally_memcg_tree {
 };
 
 void memcg_event(struct tally_memcg *g, enum tally_memcg_event ev);
-void memcg_rseq_register(void);
 long memcg_walk(struct tally_memcg *h,
 		long (*fn)(struct tally_memcg *g, void *arg), void *arg);
 long memcg_drain_locked(struct tally_memcg *h);

@@ -989,8 +989,11 @@ int tally_memcg_high_delay(struct tally_memcg *g, long bytes,
 			continue;
 		if (usage - high > out->over)
 			out->over = usage - high;
-		overage = high ? (long)(((__int128)(usage - high) << precision)
-					/ high) : LONG_MAX >> 20;
+		/* Past 2^40 the delay is the maximum anyway: no overflow. */
+		overage = (long)(((__int128)(usage - high) << precision) /
+				 (high > 0 ? high : 1));
+		if (overage < 0 || overage > (1l << 40))
+			overage = 1l << 40;
 		if (overage > worst) {
 			worst = overage;
 			out->group = l;
@@ -1001,6 +1004,8 @@ int tally_memcg_high_delay(struct tally_memcg *g, long bytes,
 	/* overage^2 seconds, scaled down; proportional to the charge. */
 	delay = (__int128)worst * worst * 1000000000l;
 	delay >>= precision + scaling;
+	if (delay > (__int128)max_delay_ns * g->tree->batch)
+		delay = (__int128)max_delay_ns * g->tree->batch;
 	delay = delay * bytes / g->tree->batch;
 	if (delay > max_delay_ns)
 		delay = max_delay_ns;

@@ -130,3 +130,109 @@ TEST(high_delay_of_a_large_charge_does_not_overflow)
 	CHECK_EQ_LONG(tally_memcg_uncharge(g, 1l << 40), 0);
 	tally_memcg_tree_destroy(t);
 }
+
+#ifdef TALLY_INJECT
+#include "inject.h"
+
+/* ---- set_limit(max) against a charge between its read and its CAS ---- */
+
+static struct tally_memcg *hook_group;
+static int hook_armed;
+static long hook_ret;
+
+static int set_max_zero_once(enum tally_inject_point point, void *arg)
+{
+	(void)point;
+	(void)arg;
+	if (hook_armed) {
+		hook_armed = 0;
+		hook_ret = tally_memcg_set_limit(hook_group, TALLY_MEMCG_MAX, 0);
+	}
+	return 0;
+}
+
+/*
+ * The header: "charges racing with it either fit under the new max or
+ * fail", and usage never exceeds max.  A charge that read the old max
+ * (unlimited) and the usage, then is overtaken by set_limit(max, 0),
+ * must not raise the usage above 0.
+ */
+TEST(set_max_racing_a_charge_never_leaves_usage_above_the_new_max)
+{
+	struct tally_memcg_tree *t;
+	struct tally_memcg *g;
+	struct tally_memcg_range r;
+	struct tally_memcg_limits lim;
+	int ret;
+
+	REQUIRE(tally_memcg_tree_create(&t, NULL) == 0);
+	REQUIRE(tally_memcg_create(tally_memcg_root(t), "g", &g) == 0);
+	hook_group = g;
+	hook_armed = 1;
+	hook_ret = 1;
+	tally_inject_set(TALLY_INJECT_MEMCG_BEFORE_CAS, set_max_zero_once,
+			 NULL);
+	ret = tally_memcg_charge(g, 4096, TALLY_MEMCG_NORECLAIM);
+	tally_inject_set(TALLY_INJECT_MEMCG_BEFORE_CAS, NULL, NULL);
+	CHECK_EQ_LONG(hook_ret, 0);
+	REQUIRE(tally_memcg_get_limits(g, &lim) == 0);
+	REQUIRE(tally_memcg_usage(g, TALLY_MEMCG_READ_APPROX, &r) == 0);
+	if (lim.max == 0) {
+		CHECK_EQ_LONG(ret, -ENOMEM);
+		CHECK_LE_LONG(r.value, lim.max);
+	}
+	if (ret == 0)
+		tally_memcg_uncharge(g, 4096);
+	tally_memcg_tree_destroy(t);
+}
+
+/* ---- atomic stocks: an uncharge overtaken by destroy ----------------- */
+
+static int destroy_once(enum tally_inject_point point, void *arg)
+{
+	(void)point;
+	(void)arg;
+	if (hook_armed) {
+		hook_armed = 0;
+		hook_ret = tally_memcg_destroy(hook_group);
+	}
+	return 0;
+}
+
+/*
+ * The header: charges and uncharges in flight on a destroyed group "are
+ * not lost: they land in @g before or in the parent after".  With atomic
+ * stocks (a simulated domain), an uncharge that checked the stop flag
+ * and read an empty slot, then is overtaken by destroy, must not add its
+ * bytes to the freed stock: the parent must read 0 once all is uncharged.
+ */
+TEST(atomic_stock_uncharge_overtaken_by_destroy_is_not_lost)
+{
+	struct tally_domain *d = util_domain(2);
+	struct tally_memcg_options o = { .domain = d };
+	struct tally_memcg_tree *t;
+	struct tally_memcg *p, *g;
+	struct tally_memcg_range r;
+
+	REQUIRE(tally_memcg_tree_create(&t, &o) == 0);
+	REQUIRE(tally_memcg_create(tally_memcg_root(t), "p", &p) == 0);
+	REQUIRE(tally_memcg_create(p, "g", &g) == 0);
+	/* NOFAIL: counted in the counters only, the stock stays empty. */
+	REQUIRE(tally_memcg_charge_cpu(g, 0, 100, TALLY_MEMCG_NOFAIL) == 0);
+	hook_group = g;
+	hook_armed = 1;
+	hook_ret = 1;
+	tally_inject_set(TALLY_INJECT_MEMCG_STOCK_BEFORE_CAS, destroy_once,
+			 NULL);
+	CHECK_EQ_LONG(tally_memcg_uncharge_cpu(g, 0, 100), 0);
+	tally_inject_set(TALLY_INJECT_MEMCG_STOCK_BEFORE_CAS, NULL, NULL);
+	CHECK_EQ_LONG(hook_ret, 0);
+	REQUIRE(tally_memcg_usage(p, TALLY_MEMCG_READ_DRAIN, &r) == 0);
+	CHECK_EQ_LONG(r.value, 0);
+	REQUIRE(tally_memcg_usage(tally_memcg_root(t), TALLY_MEMCG_READ_DRAIN,
+				  &r) == 0);
+	CHECK_EQ_LONG(r.value, 0);
+	tally_memcg_tree_destroy(t);
+	tally_domain_destroy(d);
+}
+#endif /* TALLY_INJECT */

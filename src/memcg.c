@@ -36,10 +36,10 @@
  * "zombie" whose charges go to its live ancestor, so any handle a caller
  * kept stays valid, and the tree can be walked without a lock (sibling
  * links only ever point to older groups, so a walk ends even while groups
- * are unlinked).  Locks, in their order: oom_lock (OOM kills, task lists'
- * candidate room), drain_lock (drains, destroy), structure (create,
- * destroy, find, attach).  Callbacks run with no tally lock held, except
- * the kill callback, which holds oom_lock.
+ * are unlinked).  Locks, in their order: kill_lock (one OOM kill at a
+ * time, held across the kill callback), oom_lock (task lists, OOM
+ * candidates' room), drain_lock (drains, destroy), structure (create,
+ * destroy, find, attach).  Callbacks run with no other tally lock held.
  */
 #include <errno.h>
 #include <linux/membarrier.h>
@@ -117,6 +117,7 @@ static void fork_prepare(void)
 {
 	pthread_mutex_lock(&trees_lock);
 	for (struct tally_memcg_tree *t = trees; t; t = t->next_tree) {
+		pthread_mutex_lock(&t->kill_lock);
 		pthread_mutex_lock(&t->oom_lock);
 		pthread_mutex_lock(&t->drain_lock);
 		pthread_rwlock_wrlock(&t->structure);
@@ -129,6 +130,7 @@ static void fork_parent(void)
 		pthread_rwlock_unlock(&t->structure);
 		pthread_mutex_unlock(&t->drain_lock);
 		pthread_mutex_unlock(&t->oom_lock);
+		pthread_mutex_unlock(&t->kill_lock);
 	}
 	pthread_mutex_unlock(&trees_lock);
 }
@@ -137,6 +139,8 @@ void memcg_init_tree_locks(struct tally_memcg_tree *t)
 {
 	pthread_rwlockattr_t attr;
 
+	pthread_mutex_init(&t->kill_lock, NULL);
+	pthread_cond_init(&t->kill_done, NULL);
 	pthread_mutex_init(&t->oom_lock, NULL);
 	pthread_mutex_init(&t->drain_lock, NULL);
 	pthread_rwlockattr_init(&attr);
@@ -269,6 +273,16 @@ static struct tally_memcg *counters_try_add(struct tally_memcg *g, long n)
 						      usage + n, true,
 						      __ATOMIC_SEQ_CST,
 						      __ATOMIC_RELAXED));
+		/*
+		 * A max lowered since we read it: set_limit() exchanges max,
+		 * then reads the usage; we raised the usage, then read max.
+		 * One of us sees the other: it restores the old max, or we
+		 * undo.
+		 */
+		if (usage + n > __atomic_load_n(&l->max, __ATOMIC_SEQ_CST)) {
+			counters_sub(g, l->parent, n);
+			return l;
+		}
 		raise_peak(l, usage + n);
 	}
 	return NULL;
@@ -424,20 +438,40 @@ static long empty_stock(struct tally_memcg *g, void *arg)
 		return 0;
 	for (unsigned int cpu = 0; cpu < nr_cpus; cpu++) {
 		long *slot = tally_percpu_ptr(g->fast.stock, cpu);
+		long old;
 
-		if (LOAD(slot))
-			sum += __atomic_exchange_n(slot, 0, __ATOMIC_RELAXED);
+		if (g->tree->rseq) {
+			if (LOAD(slot))
+				sum += __atomic_exchange_n(slot, 0,
+							   __ATOMIC_RELAXED);
+			continue;
+		}
+		old = __atomic_exchange_n(slot, STOCK_CLOSED, __ATOMIC_RELAXED);
+		if (old != STOCK_CLOSED)
+			sum += old;
 	}
 	if (sum)
 		counters_give_back(g, sum);
 	return 0;
 }
 
+/* Open the stocks again after a drain; a destroyed group's stay closed. */
 static long clear_stop(struct tally_memcg *g, void *arg)
 {
 	(void)arg;
-	if (!LOAD(&g->dead))
-		__atomic_store_n(&g->fast.stop, 0, __ATOMIC_RELEASE);
+	if (LOAD(&g->dead) || !g->fast.stock)
+		return 0;
+	if (!g->tree->rseq) {
+		for (unsigned int cpu = 0; cpu < g->tree->nr_cpus; cpu++) {
+			long closed = STOCK_CLOSED;
+
+			__atomic_compare_exchange_n(
+				(long *)tally_percpu_ptr(g->fast.stock, cpu),
+				&closed, 0, false, __ATOMIC_RELAXED,
+				__ATOMIC_RELAXED);
+		}
+	}
+	__atomic_store_n(&g->fast.stop, 0, __ATOMIC_RELEASE);
 	return 0;
 }
 
@@ -709,8 +743,17 @@ static long collect_tasks(struct tally_memcg *g, void *arg)
 	return 0;
 }
 
-/* Choose a task of @h's subtree and report it.  Returns true if one was. */
-static bool oom_kill(struct tally_memcg *h, const struct memcg_oom *pol)
+/*
+ * Choose a task of @h's subtree and report it: KILLED, NO_VICTIM, or
+ * KILL_BUSY when another kill of the tree is running (then wait for what
+ * it frees, as the kernel does when its OOM lock is taken).  One kill at
+ * a time: kill_lock is held across the callback, oom_lock is not, so the
+ * callback may detach tasks (the victim too) and destroy groups; a detach
+ * of the victim by another thread waits for the callback (kill_done).
+ */
+enum { KILLED, NO_VICTIM, KILL_BUSY };
+
+static int oom_kill(struct tally_memcg *h, const struct memcg_oom *pol)
 {
 	struct tally_memcg_tree *t = h->tree;
 	struct tally_oom_options opts = TALLY_OOM_OPTIONS_INIT;
@@ -718,6 +761,8 @@ static bool oom_kill(struct tally_memcg *h, const struct memcg_oom *pol)
 	struct collect c = { t, 0 };
 	struct tally_memcg_task *victim = NULL;
 
+	if (pthread_mutex_trylock(&t->kill_lock))
+		return KILL_BUSY;
 	pthread_mutex_lock(&t->oom_lock);
 	pthread_rwlock_rdlock(&t->structure);
 	memcg_walk(h, collect_tasks, &c);
@@ -727,11 +772,32 @@ static bool oom_kill(struct tally_memcg *h, const struct memcg_oom *pol)
 	if (c.nr && !tally_oom_select(t->cands, c.nr, &opts, &res))
 		victim = t->cand_tasks[res.index];
 	if (victim) {
+		t->killing = victim;
+		t->killer = pthread_self();
 		memcg_event(victim->group_, TALLY_MEMCG_EVENT_OOM_KILL);
-		pol->kill(h, victim, pol->arg);
 	}
 	pthread_mutex_unlock(&t->oom_lock);
-	return victim != NULL;
+	if (victim) {
+		pol->kill(h, victim, pol->arg);
+		pthread_mutex_lock(&t->oom_lock);
+		t->killing = NULL;
+		pthread_cond_broadcast(&t->kill_done);
+		pthread_mutex_unlock(&t->oom_lock);
+	}
+	pthread_mutex_unlock(&t->kill_lock);
+	return victim ? KILLED : NO_VICTIM;
+}
+
+/*
+ * Caller holds oom_lock: wait until no other thread's kill callback has
+ * @task (NULL: any task of @g) as its victim.
+ */
+void memcg_wait_kill(struct tally_memcg_tree *t, struct tally_memcg_task *task,
+		     struct tally_memcg *g)
+{
+	while (t->killing && !pthread_equal(t->killer, pthread_self()) &&
+	       (task ? t->killing == task : t->killing->group_ == g))
+		pthread_cond_wait(&t->kill_done, &t->oom_lock);
 }
 
 /* Retry with drains, at least once, until @deadline; NULL once charged. */
@@ -770,7 +836,8 @@ static int refuse_or_reclaim(struct tally_memcg *g, long n,
 		pthread_mutex_lock(&g->tree->oom_lock);
 		pol = h->oom;
 		pthread_mutex_unlock(&g->tree->oom_lock);
-		if (pol.mode == TALLY_MEMCG_OOM_KILL && !oom_kill(h, &pol))
+		if (pol.mode == TALLY_MEMCG_OOM_KILL &&
+		    oom_kill(h, &pol) == NO_VICTIM)
 			pol.mode = TALLY_MEMCG_OOM_FAIL;
 		if (pol.mode != TALLY_MEMCG_OOM_FAIL)
 			h = wait_for_room(g, n, h, now_ns() + pol.timeout_ns);
@@ -883,8 +950,12 @@ static long stock_sum(struct tally_memcg *g, void *arg)
 	(void)arg;
 	if (!g->fast.stock)
 		return 0;
-	for (unsigned int cpu = 0; cpu < g->tree->nr_cpus; cpu++)
-		sum += tally_percpu_read_cpu(g->fast.stock, cpu);
+	for (unsigned int cpu = 0; cpu < g->tree->nr_cpus; cpu++) {
+		long v = tally_percpu_read_cpu(g->fast.stock, cpu);
+
+		if (v != STOCK_CLOSED)
+			sum += v;
+	}
 	return sum;
 }
 
@@ -985,6 +1056,7 @@ int tally_memcg_high_delay(struct tally_memcg *g, long bytes,
 	*out = (struct tally_memcg_throttle){ 0, NULL, 0 };
 	for (struct tally_memcg *l = resolve(g); l; l = l->parent) {
 		long usage = LOAD(&l->usage), high = LOAD(&l->high);
+		__int128 wide;
 		long overage;
 
 		if (usage <= high)
@@ -992,10 +1064,9 @@ int tally_memcg_high_delay(struct tally_memcg *g, long bytes,
 		if (usage - high > out->over)
 			out->over = usage - high;
 		/* Past 2^40 the delay is the maximum anyway: no overflow. */
-		overage = (long)(((__int128)(usage - high) << precision) /
-				 (high > 0 ? high : 1));
-		if (overage < 0 || overage > (1l << 40))
-			overage = 1l << 40;
+		wide = ((__int128)(usage - high) << precision) /
+		       (high > 0 ? high : 1);
+		overage = wide > (1l << 40) ? 1l << 40 : (long)wide;
 		if (overage > worst) {
 			worst = overage;
 			out->group = l;
@@ -1217,6 +1288,7 @@ int tally_memcg_task_detach(struct tally_memcg_task *task)
 		return -EINVAL;
 	t = task->group_->tree;
 	pthread_mutex_lock(&t->oom_lock);
+	memcg_wait_kill(t, task, NULL);
 	pthread_rwlock_wrlock(&t->structure);
 	if (task->group_)
 		memcg_unlink_task(task);

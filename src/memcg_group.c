@@ -125,6 +125,8 @@ void tally_memcg_tree_destroy(struct tally_memcg_tree *t)
 	pthread_rwlock_destroy(&t->structure);
 	pthread_mutex_destroy(&t->drain_lock);
 	pthread_mutex_destroy(&t->oom_lock);
+	pthread_cond_destroy(&t->kill_done);
+	pthread_mutex_destroy(&t->kill_lock);
 	free(t);
 }
 
@@ -221,6 +223,8 @@ int tally_memcg_destroy(struct tally_memcg *g)
 	t = g->tree;
 	parent = g->parent;
 	pthread_mutex_lock(&t->oom_lock);
+	/* Its tasks are about to be detached: not while one is killed. */
+	memcg_wait_kill(t, NULL, g);
 	pthread_mutex_lock(&t->drain_lock);
 	pthread_rwlock_wrlock(&t->structure);
 	if (__atomic_load_n(&g->dead, __ATOMIC_RELAXED))
@@ -238,11 +242,15 @@ int tally_memcg_destroy(struct tally_memcg *g)
 	__atomic_store_n(&g->dead, 1, __ATOMIC_SEQ_CST);
 	memcg_drain_locked(g);
 	/*
-	 * Every sequence reads stop before the slot, and none that read it
-	 * clear is left after the drain's barrier: the slots are unused.
+	 * rseq stocks: every sequence reads stop before the slot, and none
+	 * that read it clear is left after the drain's barrier: the slots
+	 * are unused.  Atomic stocks: a compare-and-swap may still be about
+	 * to fail on a closed slot; they are freed with the tree.
 	 */
-	tally_percpu_free(t->domain, g->fast.stock);
-	__atomic_store_n(&g->fast.stock, NULL, __ATOMIC_RELAXED);
+	if (t->rseq) {
+		tally_percpu_free(t->domain, g->fast.stock);
+		__atomic_store_n(&g->fast.stock, NULL, __ATOMIC_RELAXED);
+	}
 	while (g->tasks)
 		memcg_unlink_task(g->tasks);
 	for (int ev = 0; ev < TALLY_MEMCG_NR_EVENTS; ev++)

@@ -63,6 +63,10 @@ struct tally_memcg_tree {
 	struct tally_memcg *root;
 	struct tally_memcg *all;
 
+	pthread_mutex_t kill_lock;
+	pthread_cond_t kill_done;	/* with oom_lock: a kill ended */
+	struct tally_memcg_task *killing;	/* under oom_lock */
+	pthread_t killer;
 	pthread_mutex_t oom_lock;
 	pthread_mutex_t drain_lock;
 	pthread_rwlock_t structure;
@@ -96,5 +100,7 @@ void memcg_unregister_tree(struct tally_memcg_tree *t);
 void memcg_init_tree_locks(struct tally_memcg_tree *t);
 /* Caller holds oom_lock and the structure lock for writing. */
 void memcg_unlink_task(struct tally_memcg_task *task);
+void memcg_wait_kill(struct tally_memcg_tree *t, struct tally_memcg_task *task,
+		     struct tally_memcg *g);
 
 #endif /* TALLY_MEMCG_INTERNAL_H */

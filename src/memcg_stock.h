@@ -16,9 +16,15 @@
  * has then committed or will restart and read it set, so the drainer may
  * exchange the slots with atomic operations while no plain store can
  * overwrite them.  Trees without that guarantee (a simulated domain, no
- * rseq, no membarrier) use the compare-and-swap versions below instead.
+ * rseq, no membarrier) use the compare-and-swap versions below instead;
+ * there a drain exchanges each slot with STOCK_CLOSED, which every
+ * compare-and-swap refuses, so that no update lands in a slot after the
+ * drain emptied it (a stop flag read clear is no promise by itself).
  */
 
+#define STOCK_CLOSED LONG_MIN
+
+#include <limits.h>
 #include <stdbool.h>
 #include <tally/percpu.h>
 
@@ -35,6 +41,7 @@ static inline bool stock_take_atomic(long *stock, unsigned int cpu, long n,
 		return false;
 	old = __atomic_load_n(slot, __ATOMIC_RELAXED);
 	do {
+		/* STOCK_CLOSED is below any n. */
 		if (__atomic_load_n(stop, __ATOMIC_RELAXED) || old < n)
 			return false;
 	} while ((tally_inject(TALLY_INJECT_MEMCG_STOCK_BEFORE_CAS),
@@ -54,7 +61,8 @@ static inline bool stock_give_atomic(long *stock, unsigned int cpu, long n,
 		return false;
 	old = __atomic_load_n(slot, __ATOMIC_RELAXED);
 	do {
-		if (__atomic_load_n(stop, __ATOMIC_RELAXED) || old > cap - n)
+		if (__atomic_load_n(stop, __ATOMIC_RELAXED) ||
+		    old == STOCK_CLOSED || old > cap - n)
 			return false;
 	} while ((tally_inject(TALLY_INJECT_MEMCG_STOCK_BEFORE_CAS),
 		  !__atomic_compare_exchange_n(slot, &old, old + n, true,

@@ -702,10 +702,18 @@ enum tally_memcg_oom_mode {
  * @victim: the chosen task (attached to @oom_group's subtree).
  * @arg: the registered argument.
  *
- * Called in the charging thread with no tally lock held; should make the
- * victim release its memory soon (cancel a query, close a connection);
- * the charge waits for the uncharges up to the policy's timeout.  The
- * victim stays attached until the caller detaches it.
+ * Called in the charging thread; should make the victim release its
+ * memory soon (cancel a query, close a connection); the charge then
+ * retries, and waits for the uncharges up to the policy's timeout.  The
+ * victim stays attached until the caller detaches it, which the callback
+ * may do itself; another thread's tally_memcg_task_detach() of the victim
+ * (or tally_memcg_destroy() of its group) waits until the callback
+ * returns, so the victim cannot be freed under it.  One kill runs at a
+ * time per tree (the tree's kill lock is held across the callback, no
+ * other tally lock): a charge that hits max meanwhile waits for room
+ * instead of choosing a second victim.  The callback may charge,
+ * uncharge, attach and detach tasks, create and destroy groups; it must
+ * not fork() (fork takes the kill lock).
  */
 typedef void (*tally_memcg_kill_fn)(struct tally_memcg *oom_group,
 				    struct tally_memcg_task *victim,

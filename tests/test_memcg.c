@@ -14,6 +14,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
 #include <pthread.h>
@@ -573,4 +574,651 @@ TEST(render_into_a_short_buffer_is_refused_enospc_with_an_empty_string)
 		}
 	}
 	tally_memcg_tree_destroy(t);
+}
+
+/* ------------------------------------------------------------------ */
+/* 2. high, max, reclaim, OOM policies, events                        */
+/* ------------------------------------------------------------------ */
+
+/*
+ * A tree on the system domain with a batch of 1 byte: each stock holds at
+ * most 2 bytes, so a page-sized charge always reaches the page counters
+ * and the counters are exact to a few bytes.
+ */
+static struct tally_memcg_tree *exact_tree(void)
+{
+	return tree_new(NULL, 1);
+}
+
+TEST(over_high_charges_return_over_high_and_count_high_events_exactly)
+{
+	struct tally_memcg_tree *t = exact_tree();
+	struct tally_memcg *root, *p, *c, *sib;
+	const long high = 64 * KB + 2048;	/* room for the stocks' bytes */
+	int ret;
+
+	REQUIRE(t);
+	root = tally_memcg_root(t);
+	p = group_new(root, "p");
+	c = group_new(p, "c");
+	sib = group_new(p, "sib");
+	REQUIRE(p && c && sib);
+	REQUIRE(set_limit(c, TALLY_MEMCG_HIGH, high));
+	for (int i = 0; i < 16; i++)
+		CHECK_EQ_LONG(tally_memcg_charge(c, 4096, 0), 0);
+	CHECK_EQ_LONG(util_memcg_event(c, TALLY_MEMCG_EVENT_HIGH, true), 0);
+	for (int i = 1; i <= 3; i++) {
+		CHECK_EQ_LONG(tally_memcg_charge(c, 4096, 0),
+			      TALLY_MEMCG_OVER_HIGH);
+		CHECK_EQ_LONG(util_memcg_event(c, TALLY_MEMCG_EVENT_HIGH,
+					       true), i);
+		CHECK_EQ_LONG(util_memcg_event(c, TALLY_MEMCG_EVENT_HIGH,
+					       false), i);
+		CHECK_EQ_LONG(util_memcg_event(p, TALLY_MEMCG_EVENT_HIGH,
+					       false), i);
+		CHECK_EQ_LONG(util_memcg_event(p, TALLY_MEMCG_EVENT_HIGH,
+					       true), 0);
+		CHECK_EQ_LONG(util_memcg_event(root, TALLY_MEMCG_EVENT_HIGH,
+					       false), i);
+	}
+	/* A sibling's charge is not above anyone's high. */
+	CHECK_EQ_LONG(tally_memcg_charge(sib, 4096, 0), 0);
+	/* The parent above its own high too: one event at each level. */
+	REQUIRE(set_limit(p, TALLY_MEMCG_HIGH, 32 * KB));
+	ret = tally_memcg_charge(c, 4096, 0);
+	CHECK_EQ_LONG(ret, TALLY_MEMCG_OVER_HIGH);
+	CHECK_EQ_LONG(util_memcg_event(c, TALLY_MEMCG_EVENT_HIGH, true), 4);
+	CHECK_EQ_LONG(util_memcg_event(p, TALLY_MEMCG_EVENT_HIGH, true), 1);
+	CHECK_EQ_LONG(util_memcg_event(p, TALLY_MEMCG_EVENT_HIGH, false), 5);
+	CHECK_EQ_LONG(util_memcg_event(root, TALLY_MEMCG_EVENT_HIGH, false), 5);
+	CHECK_EQ_LONG(tally_memcg_charge(sib, 4096, 0), TALLY_MEMCG_OVER_HIGH);
+	CHECK_EQ_LONG(util_memcg_event(sib, TALLY_MEMCG_EVENT_HIGH, true), 0);
+	CHECK_EQ_LONG(util_memcg_event(p, TALLY_MEMCG_EVENT_HIGH, true), 2);
+	CHECK_EQ_LONG(util_memcg_event(p, TALLY_MEMCG_EVENT_HIGH, false), 6);
+	/* Over high is not over max: no other event. */
+	CHECK_EQ_LONG(util_memcg_event(root, TALLY_MEMCG_EVENT_MAX, false), 0);
+	CHECK_EQ_LONG(util_memcg_event(root, TALLY_MEMCG_EVENT_OOM, false), 0);
+	CHECK_EQ_LONG(drained(p), 22 * 4096);
+
+	/* Destroy moves the local events to the parent, the sums stay. */
+	CHECK_EQ_LONG(tally_memcg_destroy(c), 0);
+	CHECK_EQ_LONG(util_memcg_event(p, TALLY_MEMCG_EVENT_HIGH, true), 6);
+	CHECK_EQ_LONG(util_memcg_event(p, TALLY_MEMCG_EVENT_HIGH, false), 6);
+	CHECK_EQ_LONG(util_memcg_event(root, TALLY_MEMCG_EVENT_HIGH, false), 6);
+	CHECK_EQ_LONG(drained(p), 22 * 4096);
+	tally_memcg_tree_destroy(t);
+}
+
+TEST(high_delay_is_zero_under_high_grows_with_the_overage_up_to_2s)
+{
+	struct tally_memcg_tree *t = exact_tree();
+	struct tally_memcg *g;
+	struct tally_memcg_throttle th;
+	long prev = 0, charged = 0;
+	const long high = MB;
+
+	REQUIRE(t);
+	g = group_new(tally_memcg_root(t), "g");
+	REQUIRE(g);
+	REQUIRE(set_limit(g, TALLY_MEMCG_HIGH, high));
+	REQUIRE(tally_memcg_charge(g, high - 64 * KB, 0) == 0);
+	charged = high - 64 * KB;
+	REQUIRE(tally_memcg_high_delay(g, 4096, &th) == 0);
+	CHECK_EQ_LONG(th.over, 0);
+	CHECK(th.group == NULL);
+	CHECK_EQ_LONG(th.delay_ns, 0);
+	/* Overages from 4 KiB to 15 MiB (16 times high). */
+	for (long over = 4 * KB; over <= 15 * MB; over *= 2) {
+		long more = high + over - charged;
+
+		REQUIRE(tally_memcg_charge(g, more, 0) == TALLY_MEMCG_OVER_HIGH);
+		charged += more;
+		REQUIRE(tally_memcg_high_delay(g, 64 * 4096, &th) == 0);
+		/* Page counters: the stocks' few bytes at most. */
+		CHECK(th.over >= over && th.over <= over + 2048);
+		CHECK(th.group == g);
+		CHECK(th.delay_ns >= prev);
+		CHECK(th.delay_ns >= 0 && th.delay_ns <= 2000000000l);
+		if (!CHECK(th.delay_ns >= prev))
+			harness_log("over %ld delay %ld < %ld", over,
+				    th.delay_ns, prev);
+		prev = th.delay_ns;
+		/* A bigger charge is throttled at least as long. */
+		{
+			struct tally_memcg_throttle big;
+
+			REQUIRE(tally_memcg_high_delay(g, 1024 * 4096, &big)
+				== 0);
+			CHECK(big.delay_ns >= th.delay_ns);
+			CHECK(big.delay_ns <= 2000000000l);
+		}
+	}
+	CHECK(prev > 0);	/* 16 times over high is worth sleeping */
+	/* Far over: the clamp. */
+	REQUIRE(tally_memcg_charge(g, 256 * MB, 0) == TALLY_MEMCG_OVER_HIGH);
+	charged += 256 * MB;
+	REQUIRE(tally_memcg_high_delay(g, 1024 * 4096, &th) == 0);
+	CHECK_EQ_LONG(th.delay_ns, 2000000000l);
+	/* Under high again: no delay. */
+	REQUIRE(tally_memcg_uncharge(g, charged) == 0);
+	REQUIRE(tally_memcg_high_delay(g, 4096, &th) == 0);
+	CHECK_EQ_LONG(th.delay_ns, 0);
+	CHECK_EQ_LONG(th.over, 0);
+	tally_memcg_tree_destroy(t);
+}
+
+/* What a reclaim callback did; one per tree, filled by reclaim_fn(). */
+struct reclaim_log {
+	struct tally_memcg *who[64];
+	long asked[64];
+	int nr;
+	struct tally_memcg *frees[4];	/* the groups whose callback frees */
+	long held[4];			/* what each of those still holds */
+	long floor[4];			/* below which it must not be asked */
+	int nr_frees;
+	bool below_floor;
+};
+
+static long reclaim_fn(struct tally_memcg *g, long bytes, void *arg)
+{
+	struct reclaim_log *log = arg;
+	long freed = 0;
+
+	if (log->nr < (int)ARRAY_SIZE(log->who)) {
+		log->who[log->nr] = g;
+		log->asked[log->nr] = bytes;
+		log->nr++;
+	}
+	for (int i = 0; i < log->nr_frees; i++) {
+		if (log->frees[i] != g)
+			continue;
+		if (bytes > log->held[i] - log->floor[i])
+			log->below_floor = true;
+		freed = bytes < log->held[i] ? bytes : log->held[i];
+		if (freed && tally_memcg_uncharge(g, freed) == 0)
+			log->held[i] -= freed;
+		else
+			freed = 0;
+	}
+	return freed;
+}
+
+static int log_first(const struct reclaim_log *log, struct tally_memcg *g)
+{
+	for (int i = 0; i < log->nr; i++)
+		if (log->who[i] == g)
+			return i;
+	return -1;
+}
+
+TEST(reclaim_callback_that_uncharges_lets_a_max_hitting_charge_succeed)
+{
+	struct tally_memcg_tree *t = exact_tree();
+	struct reclaim_log log = { .nr = 0 };
+	struct tally_memcg *g, *other;
+
+	REQUIRE(t);
+	g = group_new(tally_memcg_root(t), "g");
+	other = group_new(tally_memcg_root(t), "other");
+	REQUIRE(g && other);
+	REQUIRE(set_limit(g, TALLY_MEMCG_MAX, MB));
+	REQUIRE(tally_memcg_charge(g, MB, 0) == 0);
+	log.frees[0] = g;
+	log.held[0] = MB;
+	log.nr_frees = 1;
+	REQUIRE(tally_memcg_set_reclaim(g, reclaim_fn, &log) == 0);
+	REQUIRE(tally_memcg_set_reclaim(other, reclaim_fn, &log) == 0);
+	CHECK_EQ_LONG(tally_memcg_charge(g, 256 * KB, 0), 0);
+	CHECK(log.nr >= 1);
+	CHECK_EQ_LONG(log_first(&log, other), -1);	/* not in the subtree */
+	CHECK(log.held[0] <= MB - 256 * KB);
+	CHECK_EQ_LONG(drained(g), log.held[0] + 256 * KB);
+	CHECK_LE_LONG(drained(g), MB);
+	CHECK_EQ_LONG(util_memcg_event(g, TALLY_MEMCG_EVENT_OOM, false), 0);
+	/* NORECLAIM: the callback is not asked, the charge fails. */
+	if (drained(g) < MB)
+		REQUIRE(tally_memcg_charge(g, MB - drained(g), 0) == 0);
+	log.nr = 0;
+	CHECK_EQ_LONG(tally_memcg_charge(g, 4096, TALLY_MEMCG_NORECLAIM),
+		      -ENOMEM);
+	CHECK_EQ_LONG(log.nr, 0);
+	CHECK_EQ_LONG(drained(g), MB);
+	/* Removed, the callback is no longer asked. */
+	REQUIRE(tally_memcg_set_reclaim(g, NULL, NULL) == 0);
+	CHECK_EQ_LONG(tally_memcg_charge(g, 4096, 0), -ENOMEM);
+	CHECK_EQ_LONG(log.nr, 0);
+	tally_memcg_tree_destroy(t);
+}
+
+/*
+ * p (max 1 MiB, low 1 MiB, min 256 KiB) holds a (low 512 KiB, min 256 KiB,
+ * using 512 KiB: all protected) and b (no protection, 400 KiB).  A charge
+ * of 200 KiB to b hits p's max.
+ */
+struct prot_setup {
+	struct tally_memcg_tree *t;
+	struct tally_memcg *p, *a, *b;
+	struct reclaim_log log;
+};
+
+static bool prot_setup(struct prot_setup *s)
+{
+	memset(s, 0, sizeof(*s));
+	s->t = exact_tree();
+	if (!s->t)
+		return false;
+	s->p = group_new(tally_memcg_root(s->t), "p");
+	s->a = s->p ? group_new(s->p, "a") : NULL;
+	s->b = s->p ? group_new(s->p, "b") : NULL;
+	return s->a && s->b && set_limit(s->p, TALLY_MEMCG_MAX, MB) &&
+	       set_limit(s->p, TALLY_MEMCG_LOW, MB) &&
+	       set_limit(s->p, TALLY_MEMCG_MIN, 256 * KB) &&
+	       set_limit(s->a, TALLY_MEMCG_LOW, 512 * KB) &&
+	       set_limit(s->a, TALLY_MEMCG_MIN, 256 * KB) &&
+	       CHECK_EQ_LONG(tally_memcg_charge(s->a, 512 * KB, 0), 0) &&
+	       CHECK_EQ_LONG(tally_memcg_charge(s->b, 400 * KB, 0), 0) &&
+	       CHECK_EQ_LONG(tally_memcg_set_reclaim(s->a, reclaim_fn,
+						     &s->log), 0) &&
+	       CHECK_EQ_LONG(tally_memcg_set_reclaim(s->b, reclaim_fn,
+						     &s->log), 0);
+}
+
+TEST(reclaim_asks_unprotected_groups_first_and_leaves_protected_ones)
+{
+	struct prot_setup s;
+	long emin, elow;
+
+	REQUIRE(prot_setup(&s));
+	CHECK_EQ_LONG(tally_memcg_protection(s.a, &emin, &elow), 0);
+	CHECK_EQ_LONG(emin, 256 * KB);
+	CHECK_EQ_LONG(elow, 512 * KB);
+	s.log.frees[0] = s.b;
+	s.log.held[0] = 400 * KB;
+	s.log.nr_frees = 1;
+	CHECK_EQ_LONG(tally_memcg_charge(s.b, 200 * KB, 0), 0);
+	CHECK(log_first(&s.log, s.b) == 0);
+	CHECK_EQ_LONG(log_first(&s.log, s.a), -1);	/* b's sufficed */
+	CHECK_EQ_LONG(util_memcg_event(s.a, TALLY_MEMCG_EVENT_LOW, true), 0);
+	CHECK_EQ_LONG(drained(s.a), 512 * KB);
+	CHECK_EQ_LONG(drained(s.p), 512 * KB + s.log.held[0] + 200 * KB);
+	tally_memcg_tree_destroy(s.t);
+}
+
+TEST(reclaim_takes_from_low_protected_groups_last_never_below_min)
+{
+	struct prot_setup s;
+	int first_a;
+
+	REQUIRE(prot_setup(&s));
+	/* b frees nothing: a is asked, within its low, above its min. */
+	s.log.frees[0] = s.a;
+	s.log.held[0] = 512 * KB;
+	s.log.floor[0] = 256 * KB;
+	s.log.nr_frees = 1;
+	CHECK_EQ_LONG(tally_memcg_charge(s.b, 200 * KB, 0), 0);
+	first_a = log_first(&s.log, s.a);
+	CHECK(first_a > 0);
+	CHECK(log_first(&s.log, s.b) == 0);
+	/* Every call to b (unprotected) came before the first to a. */
+	for (int i = first_a; i < s.log.nr; i++)
+		CHECK(s.log.who[i] != s.b);
+	CHECK(!s.log.below_floor);
+	for (int i = 0; i < s.log.nr; i++)
+		CHECK(s.log.asked[i] > 0);
+	CHECK(s.log.held[0] >= 256 * KB);
+	/* One low event per reclaim of a within its low protection. */
+	{
+		long calls = 0;
+
+		for (int i = 0; i < s.log.nr; i++)
+			calls += s.log.who[i] == s.a;
+		CHECK_EQ_LONG(util_memcg_event(s.a, TALLY_MEMCG_EVENT_LOW,
+					       true), calls);
+		CHECK_EQ_LONG(util_memcg_event(s.p, TALLY_MEMCG_EVENT_LOW,
+					       false), calls);
+	}
+	CHECK_EQ_LONG(util_memcg_event(s.b, TALLY_MEMCG_EVENT_LOW, false), 0);
+	CHECK_EQ_LONG(drained(s.a), s.log.held[0]);
+	CHECK_EQ_LONG(drained(s.p), s.log.held[0] + 600 * KB);
+
+	/*
+	 * With a at its min and b holding all else, nothing can be asked
+	 * of a without going below its effective min: the charge fails.
+	 */
+	if (s.log.held[0] > 256 * KB) {
+		CHECK_EQ_LONG(tally_memcg_uncharge(s.a,
+						   s.log.held[0] - 256 * KB), 0);
+		s.log.held[0] = 256 * KB;
+	}
+	if (drained(s.p) < MB)
+		CHECK_EQ_LONG(tally_memcg_charge(s.b, MB - drained(s.p), 0), 0);
+	s.log.nr = 0;
+	CHECK_EQ_LONG(tally_memcg_charge(s.b, 4096, 0), -ENOMEM);
+	CHECK(!s.log.below_floor);
+	CHECK_EQ_LONG(drained(s.a), 256 * KB);
+	tally_memcg_tree_destroy(s.t);
+}
+
+TEST(high_charges_ask_the_reclaim_callback_for_the_excess)
+{
+	struct tally_memcg_tree *t = exact_tree();
+	struct reclaim_log log = { .nr = 0 };
+	struct tally_memcg *g;
+
+	REQUIRE(t);
+	g = group_new(tally_memcg_root(t), "g");
+	REQUIRE(g);
+	REQUIRE(set_limit(g, TALLY_MEMCG_HIGH, 64 * KB));
+	REQUIRE(tally_memcg_set_reclaim(g, reclaim_fn, &log) == 0);
+	CHECK_EQ_LONG(tally_memcg_charge(g, 32 * KB, 0), 0);
+	CHECK_EQ_LONG(log.nr, 0);
+	CHECK_EQ_LONG(tally_memcg_charge(g, 64 * KB, 0), TALLY_MEMCG_OVER_HIGH);
+	CHECK(log.nr >= 1 && log.who[0] == g && log.asked[0] > 0);
+	CHECK_EQ_LONG(drained(g), 96 * KB);
+	tally_memcg_tree_destroy(t);
+}
+
+TEST(refused_charges_count_one_max_and_one_oom_event_on_the_level_hit)
+{
+	struct tally_memcg_tree *t = exact_tree();
+	struct tally_memcg *root, *p, *c;
+
+	REQUIRE(t);
+	root = tally_memcg_root(t);
+	p = group_new(root, "p");
+	c = group_new(p, "c");
+	REQUIRE(p && c);
+	REQUIRE(set_limit(p, TALLY_MEMCG_MAX, 64 * KB));
+	CHECK_EQ_LONG(tally_memcg_charge(c, 60 * KB, 0), 0);
+	for (long i = 1; i <= 3; i++) {
+		CHECK_EQ_LONG(tally_memcg_charge(c, 8 * KB, 0), -ENOMEM);
+		CHECK_EQ_LONG(util_memcg_event(p, TALLY_MEMCG_EVENT_MAX, true),
+			      i);
+		CHECK_EQ_LONG(util_memcg_event(p, TALLY_MEMCG_EVENT_OOM, true),
+			      i);
+		CHECK_EQ_LONG(util_memcg_event(root, TALLY_MEMCG_EVENT_MAX,
+					       false), i);
+		CHECK_EQ_LONG(util_memcg_event(root, TALLY_MEMCG_EVENT_OOM,
+					       false), i);
+		CHECK_EQ_LONG(util_memcg_event(root, TALLY_MEMCG_EVENT_MAX,
+					       true), 0);
+		/* c's own max was not hit. */
+		CHECK_EQ_LONG(util_memcg_event(c, TALLY_MEMCG_EVENT_MAX, false),
+			      0);
+		CHECK_EQ_LONG(util_memcg_event(c, TALLY_MEMCG_EVENT_OOM, false),
+			      0);
+	}
+	/* NORECLAIM runs no OOM policy: a max event, no oom event. */
+	CHECK_EQ_LONG(tally_memcg_charge(c, 8 * KB, TALLY_MEMCG_NORECLAIM),
+		      -ENOMEM);
+	CHECK_EQ_LONG(util_memcg_event(p, TALLY_MEMCG_EVENT_MAX, true), 4);
+	CHECK_EQ_LONG(util_memcg_event(p, TALLY_MEMCG_EVENT_OOM, true), 3);
+	/* A charge that fits counts nothing. */
+	CHECK_EQ_LONG(tally_memcg_charge(c, 4 * KB, 0), 0);
+	CHECK_EQ_LONG(util_memcg_event(p, TALLY_MEMCG_EVENT_MAX, true), 4);
+	CHECK_EQ_LONG(drained(p), 64 * KB);
+	{
+		struct tally_memcg_info info;
+
+		REQUIRE(tally_memcg_tree_info(t, &info) == 0);
+		CHECK_EQ_ULONG(info.refusals, 4);
+		CHECK(info.drains >= 1);
+		CHECK(info.refills >= 1);
+	}
+	tally_memcg_tree_destroy(t);
+}
+
+struct delayed_uncharge {
+	struct tally_memcg *g;
+	long bytes;
+	long delay_us;
+};
+
+static void *delayed_uncharge_main(void *arg)
+{
+	struct delayed_uncharge *du = arg;
+
+	usleep((useconds_t)du->delay_us);
+	CHECK_EQ_LONG(tally_memcg_uncharge(du->g, du->bytes), 0);
+	return NULL;
+}
+
+TEST(oom_wait_succeeds_when_another_thread_uncharges_and_is_bounded)
+{
+	struct tally_memcg_tree *t = exact_tree();
+	struct tally_memcg_oom_policy pol = {
+		.mode = TALLY_MEMCG_OOM_WAIT, .timeout_ns = 3000000000l,
+	};
+	struct delayed_uncharge du;
+	struct tally_memcg *g;
+	pthread_t th;
+	double t0, dt;
+
+	REQUIRE(t);
+	g = group_new(tally_memcg_root(t), "g");
+	REQUIRE(g);
+	REQUIRE(set_limit(g, TALLY_MEMCG_MAX, 64 * KB));
+	REQUIRE(tally_memcg_set_oom_policy(g, &pol) == 0);
+	REQUIRE(tally_memcg_charge(g, 64 * KB, 0) == 0);
+	du = (struct delayed_uncharge){ g, 16 * KB, 100000 };
+	REQUIRE(pthread_create(&th, NULL, delayed_uncharge_main, &du) == 0);
+	t0 = harness_now();
+	CHECK_EQ_LONG(tally_memcg_charge(g, 8 * KB, 0), 0);
+	dt = harness_now() - t0;
+	pthread_join(th, NULL);
+	CHECK(dt >= 0.09);	/* it did wait for the uncharge */
+	if (!CHECK(dt < 3.0))
+		harness_log("waited %.3f s for an uncharge at 0.1 s", dt);
+	CHECK_EQ_LONG(drained(g), 56 * KB);
+	CHECK_EQ_LONG(util_memcg_event(g, TALLY_MEMCG_EVENT_OOM, true), 1);
+
+	/* Nobody uncharges: it fails after the timeout, not long after. */
+	pol.timeout_ns = 200000000l;
+	REQUIRE(tally_memcg_set_oom_policy(g, &pol) == 0);
+	t0 = harness_now();
+	CHECK_EQ_LONG(tally_memcg_charge(g, 16 * KB, 0), -ENOMEM);
+	dt = harness_now() - t0;
+	if (!CHECK(dt >= 0.19 && dt < 5.0))
+		harness_log("waited %.3f s with a 0.2 s timeout", dt);
+	CHECK_EQ_LONG(util_memcg_event(g, TALLY_MEMCG_EVENT_OOM, true), 2);
+	CHECK_EQ_LONG(drained(g), 56 * KB);
+	/* NORECLAIM does not wait. */
+	t0 = harness_now();
+	CHECK_EQ_LONG(tally_memcg_charge(g, 16 * KB, TALLY_MEMCG_NORECLAIM),
+		      -ENOMEM);
+	CHECK(harness_now() - t0 < 0.15);
+	tally_memcg_tree_destroy(t);
+}
+
+/* A task for the OOM kill tests: its mm, its charge and its group. */
+struct oom_task {
+	struct tally_memcg_task task;
+	struct tally_mm mm;
+	struct tally_memcg *g;
+	long charged;
+};
+
+struct kill_log {
+	struct tally_memcg *oom_group;
+	struct tally_memcg_task *victims[8];
+	int nr;
+};
+
+static void kill_fn(struct tally_memcg *oom_group,
+		    struct tally_memcg_task *victim, void *arg)
+{
+	struct kill_log *log = arg;
+	struct oom_task *ot = victim->owner;
+
+	log->oom_group = oom_group;
+	if (log->nr < (int)ARRAY_SIZE(log->victims))
+		log->victims[log->nr++] = victim;
+	/* Cancel it: its memory goes back at once. */
+	if (ot->charged && tally_memcg_uncharge(ot->g, ot->charged) == 0)
+		ot->charged = 0;
+}
+
+static bool oom_task_init(struct oom_task *ot, struct tally_memcg *g,
+			  long anon, long charge, int score_adj,
+			  unsigned int flags)
+{
+	memset(ot, 0, sizeof(*ot));
+	if (!CHECK_EQ_LONG(tally_mm_init(&ot->mm, NULL, 0, NULL), 0))
+		return false;
+	tally_mm_add(&ot->mm, TALLY_MM_ANON, anon);
+	ot->task.mm = &ot->mm;
+	ot->task.score_adj = score_adj;
+	ot->task.flags = flags;
+	ot->task.owner = ot;
+	ot->g = g;
+	if (charge && !CHECK_EQ_LONG(tally_memcg_charge(g, charge, 0), 0))
+		return false;
+	ot->charged = charge;
+	return CHECK_EQ_LONG(tally_memcg_task_attach(g, &ot->task), 0);
+}
+
+TEST(oom_kill_reports_the_worst_task_of_the_subtree_and_counts_oom_kill)
+{
+	struct tally_memcg_tree *t = exact_tree();
+	struct kill_log log = { 0 };
+	struct tally_memcg_oom_policy pol = {
+		.mode = TALLY_MEMCG_OOM_KILL, .timeout_ns = 1000000000l,
+		.kill = kill_fn, .arg = &log,
+	};
+	struct tally_memcg *root, *p, *a, *b, *q;
+	struct oom_task ot[6];
+
+	REQUIRE(t);
+	root = tally_memcg_root(t);
+	p = group_new(root, "p");
+	a = group_new(p, "a");
+	b = group_new(p, "b");
+	q = group_new(root, "q");
+	REQUIRE(p && a && b && q);
+	REQUIRE(set_limit(p, TALLY_MEMCG_MAX, 256 * KB));
+	REQUIRE(tally_memcg_set_oom_policy(p, &pol) == 0);
+	/*
+	 * Badness is the mm's RSS, plus score_adj thousandths of p's max:
+	 * ot[1] 300 KiB; ot[4] 50 KiB + 1000/1000 of 256 KiB = 306 KiB, the
+	 * worst; ot[2] and ot[3] are bigger but not eligible, ot[5] is
+	 * outside p.
+	 */
+	REQUIRE(oom_task_init(&ot[0], a, 100 * KB, 100 * KB, 0, 0));
+	REQUIRE(oom_task_init(&ot[1], b, 300 * KB, 100 * KB, 0, 0));
+	REQUIRE(oom_task_init(&ot[2], a, 500 * KB, 0, -1000, 0));
+	REQUIRE(oom_task_init(&ot[3], b, MB, 0, 0, TALLY_OOM_UNKILLABLE));
+	REQUIRE(oom_task_init(&ot[4], a, 50 * KB, 50 * KB, 1000, 0));
+	REQUIRE(oom_task_init(&ot[5], q, 8 * MB, 0, 1000, 0));
+
+	CHECK_EQ_LONG(tally_memcg_charge(a, 40 * KB, 0), 0);
+	REQUIRE(CHECK_EQ_LONG(log.nr, 1));
+	CHECK(log.victims[0] == &ot[4].task);
+	CHECK(log.oom_group == p);
+	CHECK_EQ_LONG(util_memcg_event(a, TALLY_MEMCG_EVENT_OOM_KILL, true), 1);
+	CHECK_EQ_LONG(util_memcg_event(a, TALLY_MEMCG_EVENT_OOM_KILL, false),
+		      1);
+	CHECK_EQ_LONG(util_memcg_event(p, TALLY_MEMCG_EVENT_OOM_KILL, true), 0);
+	CHECK_EQ_LONG(util_memcg_event(p, TALLY_MEMCG_EVENT_OOM_KILL, false),
+		      1);
+	CHECK_EQ_LONG(util_memcg_event(root, TALLY_MEMCG_EVENT_OOM_KILL,
+				       false), 1);
+	CHECK_EQ_LONG(util_memcg_event(b, TALLY_MEMCG_EVENT_OOM_KILL, false),
+		      0);
+	CHECK_EQ_LONG(util_memcg_event(q, TALLY_MEMCG_EVENT_OOM_KILL, false),
+		      0);
+	CHECK_EQ_LONG(util_memcg_event(p, TALLY_MEMCG_EVENT_OOM, true), 1);
+	CHECK_EQ_LONG(drained(p), 240 * KB);
+
+	/* The caller detaches its victim; the next worst is in b. */
+	CHECK_EQ_LONG(tally_memcg_task_detach(&ot[4].task), 0);
+	CHECK_EQ_LONG(tally_memcg_charge(a, 100 * KB, 0), 0);
+	REQUIRE(CHECK_EQ_LONG(log.nr, 2));
+	CHECK(log.victims[1] == &ot[1].task);
+	CHECK_EQ_LONG(util_memcg_event(b, TALLY_MEMCG_EVENT_OOM_KILL, true), 1);
+	CHECK_EQ_LONG(util_memcg_event(a, TALLY_MEMCG_EVENT_OOM_KILL, true), 1);
+	CHECK_EQ_LONG(util_memcg_event(p, TALLY_MEMCG_EVENT_OOM_KILL, false),
+		      2);
+	CHECK_EQ_LONG(drained(p), 240 * KB);
+
+	/* Nothing eligible left whose kill frees memory: bounded failure. */
+	CHECK_EQ_LONG(tally_memcg_task_detach(&ot[1].task), 0);
+	CHECK_EQ_LONG(tally_memcg_task_detach(&ot[0].task), 0);
+	pol.timeout_ns = 100000000l;
+	REQUIRE(tally_memcg_set_oom_policy(p, &pol) == 0);
+	{
+		double t0 = harness_now();
+
+		CHECK_EQ_LONG(tally_memcg_charge(a, 100 * KB, 0), -ENOMEM);
+		CHECK(harness_now() - t0 < 5.0);
+	}
+	CHECK_EQ_LONG(log.nr, 2);	/* ot[2], ot[3] are never chosen */
+	CHECK_EQ_LONG(drained(p), 240 * KB);
+	for (int i = 2; i < 6; i++) {
+		if (i == 4)
+			continue;
+		CHECK_EQ_LONG(tally_memcg_task_detach(&ot[i].task), 0);
+	}
+	for (int i = 0; i < 6; i++) {
+		if (ot[i].charged)
+			CHECK_EQ_LONG(tally_memcg_uncharge(ot[i].g,
+							   ot[i].charged), 0);
+		tally_mm_add(&ot[i].mm, TALLY_MM_ANON,
+			     -tally_mm_precise(&ot[i].mm, TALLY_MM_ALL));
+		CHECK_EQ_LONG(tally_mm_destroy(&ot[i].mm), 0);
+	}
+	CHECK_EQ_LONG(drained(root), 140 * KB);	/* the test's own charges */
+	tally_memcg_tree_destroy(t);
+}
+
+static uint64_t fd_count(int fd, int timeout_ms)
+{
+	struct pollfd pfd = { .fd = fd, .events = POLLIN };
+	uint64_t v = 0;
+
+	if (poll(&pfd, 1, timeout_ms) != 1 || !(pfd.revents & POLLIN))
+		return 0;
+	if (read(fd, &v, sizeof(v)) != sizeof(v))
+		return 0;
+	return v;
+}
+
+TEST(events_fd_becomes_readable_after_an_event_and_reads_the_count)
+{
+	struct tally_memcg_tree *t = exact_tree();
+	struct tally_memcg *p, *c, *sib;
+	int fd, fd_sib;
+
+	REQUIRE(t);
+	p = group_new(tally_memcg_root(t), "p");
+	c = group_new(p, "c");
+	sib = group_new(tally_memcg_root(t), "sib");
+	REQUIRE(p && c && sib);
+	fd = tally_memcg_events_fd(p);
+	fd_sib = tally_memcg_events_fd(sib);
+	REQUIRE(fd >= 0 && fd_sib >= 0);
+	CHECK(fd != fd_sib);
+	CHECK_EQ_LONG(tally_memcg_events_fd(p), fd);
+	CHECK_EQ_LONG(fd_count(fd, 0), 0);
+	REQUIRE(set_limit(c, TALLY_MEMCG_HIGH, 4 * KB));
+	for (int i = 0; i < 3; i++)
+		CHECK_EQ_LONG(tally_memcg_charge(c, 8 * KB, 0),
+			      TALLY_MEMCG_OVER_HIGH);
+	CHECK_EQ_LONG(fd_count(fd, 2000), 3);
+	CHECK_EQ_LONG(fd_count(fd, 0), 0);	/* the read cleared it */
+	CHECK_EQ_LONG(fd_count(fd_sib, 0), 0);
+	/* max and oom of c: two events more. */
+	REQUIRE(set_limit(c, TALLY_MEMCG_MAX, 32 * KB));
+	CHECK_EQ_LONG(tally_memcg_charge(c, 16 * KB, 0), -ENOMEM);
+	CHECK_EQ_LONG(fd_count(fd, 2000),
+		      util_memcg_event(p, TALLY_MEMCG_EVENT_HIGH, false) +
+		      util_memcg_event(p, TALLY_MEMCG_EVENT_MAX, false) +
+		      util_memcg_event(p, TALLY_MEMCG_EVENT_OOM, false) - 3);
+	CHECK_EQ_LONG(fd_count(fd_sib, 0), 0);
+	/* Destroying the group closes its descriptor. */
+	CHECK_EQ_LONG(tally_memcg_destroy(sib), 0);
+	errno = 0;
+	CHECK(fcntl(fd_sib, F_GETFD) == -1 && errno == EBADF);
+	tally_memcg_tree_destroy(t);
+	errno = 0;
+	CHECK(fcntl(fd, F_GETFD) == -1 && errno == EBADF);
 }

@@ -1222,3 +1222,407 @@ TEST(events_fd_becomes_readable_after_an_event_and_reads_the_count)
 	errno = 0;
 	CHECK(fcntl(fd, F_GETFD) == -1 && errno == EBADF);
 }
+
+/* ------------------------------------------------------------------ */
+/* 3. Rendering                                                       */
+/* ------------------------------------------------------------------ */
+
+/*
+ * The value of "@name value" in @text (a line of its own), with @prefix
+ * allowed before the name; false when absent, twice present or not a
+ * number ("max" reads as TALLY_MEMCG_UNLIMITED).
+ */
+static bool text_value(const char *text, const char *prefix, const char *name,
+		       long *out)
+{
+	int found = 0;
+
+	for (const char *line = text; *line;) {
+		const char *end = strchr(line, '\n');
+		size_t n = end ? (size_t)(end - line) : strlen(line);
+		size_t pl = strlen(prefix), nl = strlen(name);
+		const char *v = NULL;
+
+		if (n > pl + nl && !strncmp(line, prefix, pl) &&
+		    !strncmp(line + pl, name, nl) && line[pl + nl] == ' ')
+			v = line + pl + nl + 1;
+		else if (n > nl && !strncmp(line, name, nl) && line[nl] == ' ')
+			v = line + nl + 1;
+		if (v) {
+			char *num_end;
+
+			found++;
+			if (!strncmp(v, "max", 3) && v + 3 == line + n) {
+				*out = TALLY_MEMCG_UNLIMITED;
+			} else {
+				*out = strtol(v, &num_end, 10);
+				if (num_end != line + n || num_end == v)
+					return false;
+			}
+		}
+		line += n + (end != NULL);
+	}
+	return found == 1;
+}
+
+/*
+ * Parse @json with Python's json module and flatten it to lines of
+ * "a.b.c value" in @out; false when it does not parse.
+ */
+static bool json_flatten(const char *json, char *out, size_t len)
+{
+	static const char script[] =
+		"import json, sys\n"
+		"def walk(p, v):\n"
+		"    if isinstance(v, dict):\n"
+		"        for k, x in v.items(): walk(p + [k], x)\n"
+		"    elif isinstance(v, list):\n"
+		"        for i, x in enumerate(v): walk(p + [str(i)], x)\n"
+		"    elif isinstance(v, bool) or isinstance(v, float):\n"
+		"        print('.'.join(p), 'not-an-integer')\n"
+		"    else:\n"
+		"        print('.'.join(p), v)\n"
+		"walk([], json.load(sys.stdin))\n";
+	char in_path[] = "/tmp/tally-memcg-json-XXXXXX";
+	char py_path[] = "/tmp/tally-memcg-py-XXXXXX";
+	char cmd[256];
+	int in = mkstemp(in_path), py = mkstemp(py_path);
+	size_t got = 0, n;
+	FILE *f;
+	bool ok = false;
+
+	if (in < 0 || py < 0)
+		goto out;
+	if (write(in, json, strlen(json)) != (ssize_t)strlen(json) ||
+	    write(py, script, sizeof(script) - 1) != sizeof(script) - 1)
+		goto out;
+	snprintf(cmd, sizeof(cmd), "/usr/bin/python3 %s < %s", py_path,
+		 in_path);
+	f = popen(cmd, "r");
+	if (!f)
+		goto out;
+	while (got + 1 < len && (n = fread(out + got, 1, len - 1 - got, f)))
+		got += n;
+	out[got] = '\0';
+	ok = pclose(f) == 0;
+out:
+	if (in >= 0)
+		close(in);
+	if (py >= 0)
+		close(py);
+	unlink(in_path);
+	unlink(py_path);
+	if (!ok)
+		harness_log("not JSON: %s", json);
+	return ok;
+}
+
+/*
+ * The value of the flattened key whose last component is @name (or
+ * "memory.@name"), among keys that contain @within and not @without
+ * (either may be NULL); exactly one must match.
+ */
+static bool json_value(const char *flat, const char *name, const char *within,
+		       const char *without, long *out)
+{
+	char line[256];
+	int found = 0;
+
+	for (const char *p = flat; *p;) {
+		const char *end = strchr(p, '\n');
+		size_t n = end ? (size_t)(end - p) : strlen(p);
+		char *sp, *last;
+
+		if (n >= sizeof(line))
+			return false;
+		memcpy(line, p, n);
+		line[n] = '\0';
+		p += n + (end != NULL);
+		sp = strrchr(line, ' ');
+		if (!sp)
+			return false;
+		*sp = '\0';
+		last = strrchr(line, '.');
+		/* "memory.current" as a last component has a dot of its own */
+		if (last && last - line >= 6 && !strncmp(last - 6, "memory", 6))
+			last -= 6;
+		else
+			last = last ? last + 1 : line;
+		if (strcmp(last, name) && (strncmp(last, "memory.", 7) ||
+					   strcmp(last + 7, name)))
+			continue;
+		if ((within && !strstr(line, within)) ||
+		    (without && strstr(line, without)))
+			continue;
+		found++;
+		if (!strcmp(sp + 1, "max"))
+			*out = TALLY_MEMCG_UNLIMITED;
+		else
+			*out = strtol(sp + 1, &last, 10);
+	}
+	return found == 1;
+}
+
+struct render_fixture {
+	struct tally_memcg_tree *t;
+	struct tally_memcg *g, *h;
+};
+
+static bool render_fixture(struct render_fixture *f)
+{
+	f->t = exact_tree();
+	if (!f->t)
+		return false;
+	f->g = group_new(tally_memcg_root(f->t), "g");
+	f->h = f->g ? group_new(f->g, "h") : NULL;
+	return f->h && set_limit(f->g, TALLY_MEMCG_MAX, MB) &&
+	       set_limit(f->g, TALLY_MEMCG_LOW, 64 * KB) &&
+	       set_limit(f->h, TALLY_MEMCG_HIGH, 4 * KB) &&
+	       !tally_memcg_stat_mod(f->h, TALLY_MEMCG_ANON, 12288) &&
+	       !tally_memcg_stat_mod(f->g, TALLY_MEMCG_FILE, 8192) &&
+	       !tally_memcg_stat_mod(f->g, TALLY_MEMCG_SHMEM, 4096) &&
+	       !tally_memcg_stat_mod(f->h, TALLY_MEMCG_PGFAULT, 5) &&
+	       CHECK_EQ_LONG(tally_memcg_charge(f->g, 100000, 0), 0) &&
+	       CHECK_EQ_LONG(tally_memcg_charge(f->h, 50000, 0),
+			     TALLY_MEMCG_OVER_HIGH) &&
+	       CHECK_EQ_LONG(tally_memcg_charge(f->g, 2 * MB, 0), -ENOMEM) &&
+	       !tally_memcg_drain(tally_memcg_root(f->t));
+}
+
+static long stat_hier(struct tally_memcg *g, int item)
+{
+	long v = LONG_MIN;
+
+	CHECK_EQ_LONG(tally_memcg_stat_read(g, item, TALLY_FLUSH_FORCE, &v,
+					    NULL), 0);
+	return v;
+}
+
+TEST(render_text_files_hold_every_item_with_the_values_of_forced_reads)
+{
+	struct render_fixture f;
+	struct tally_memcg_limits l;
+	char buf[8192];
+	long v, hier[TALLY_MEMCG_NR_EVENTS], local[TALLY_MEMCG_NR_EVENTS];
+	const char *lim[] = { "current", "min", "low", "high", "max", "peak" };
+	long want[6];
+
+	REQUIRE(render_fixture(&f));
+	REQUIRE(tally_memcg_render(f.g, TALLY_MEMCG_FILE_STAT, false, buf,
+				   sizeof(buf)) > 0);
+	for (int i = 0; i < TALLY_MEMCG_NR_STATS; i++) {
+		const char *name = tally_memcg_stat_name(i);
+
+		if (!CHECK(name && text_value(buf, "", name, &v)) ||
+		    !CHECK_EQ_LONG(v, stat_hier(f.g, i)))
+			harness_log("memory.stat item %s in:\n%s", name, buf);
+	}
+	CHECK(text_value(buf, "", "anon", &v) && v == 12288);
+	CHECK(text_value(buf, "", "file", &v) && v == 8192);
+	CHECK(text_value(buf, "", "pgfault", &v) && v == 5);
+
+	REQUIRE(tally_memcg_events(f.g, hier, local) == 0);
+	CHECK_EQ_LONG(hier[TALLY_MEMCG_EVENT_HIGH], 1);
+	CHECK_EQ_LONG(local[TALLY_MEMCG_EVENT_HIGH], 0);
+	CHECK_EQ_LONG(local[TALLY_MEMCG_EVENT_MAX], 1);
+	for (int local_file = 0; local_file < 2; local_file++) {
+		long *want_ev = local_file ? local : hier;
+
+		REQUIRE(tally_memcg_render(f.g, local_file ?
+					   TALLY_MEMCG_FILE_EVENTS_LOCAL :
+					   TALLY_MEMCG_FILE_EVENTS, false,
+					   buf, sizeof(buf)) > 0);
+		for (int e = 0; e < TALLY_MEMCG_NR_EVENTS; e++) {
+			const char *name = tally_memcg_event_name(e);
+
+			if (!CHECK(name && text_value(buf, "", name, &v)) ||
+			    !CHECK_EQ_LONG(v, want_ev[e]))
+				harness_log("event %s in:\n%s", name, buf);
+		}
+	}
+
+	REQUIRE(tally_memcg_get_limits(f.g, &l) == 0);
+	want[0] = drained(f.g);
+	want[1] = l.min;
+	want[2] = l.low;
+	want[3] = l.high;
+	want[4] = l.max;
+	want[5] = tally_memcg_peak(f.g, false);
+	CHECK_EQ_LONG(want[0], 150000);
+	CHECK_EQ_LONG(want[3], TALLY_MEMCG_UNLIMITED);
+	REQUIRE(tally_memcg_render(f.g, TALLY_MEMCG_FILE_LIMITS, false, buf,
+				   sizeof(buf)) > 0);
+	for (int i = 0; i < 6; i++)
+		if (!CHECK(text_value(buf, "memory.", lim[i], &v)) ||
+		    !CHECK_EQ_LONG(v, want[i]))
+			harness_log("limit %s in:\n%s", lim[i], buf);
+	/* "max" is the word for unlimited, not a number. */
+	CHECK(strstr(buf, "high max") != NULL);
+	CHECK(strstr(buf, "9223372036854775807") == NULL);
+	tally_memcg_tree_destroy(f.t);
+}
+
+TEST(render_json_parses_and_holds_the_values_of_forced_reads)
+{
+	struct render_fixture f;
+	char buf[8192], flat[16384];
+	long v, hier[TALLY_MEMCG_NR_EVENTS], local[TALLY_MEMCG_NR_EVENTS];
+	struct tally_memcg_limits l;
+
+	REQUIRE(render_fixture(&f));
+	REQUIRE(tally_memcg_events(f.g, hier, local) == 0);
+	REQUIRE(tally_memcg_get_limits(f.g, &l) == 0);
+	for (int file = TALLY_MEMCG_FILE_STAT; file <= TALLY_MEMCG_FILE_ALL;
+	     file++) {
+		bool all = file == TALLY_MEMCG_FILE_ALL;
+
+		/* FILE_ALL is JSON whatever the flag says. */
+		for (int json = all ? 0 : 1; json < 2; json++) {
+			REQUIRE(tally_memcg_render(f.g, file, json, buf,
+						   sizeof(buf)) > 0);
+			if (!CHECK(json_flatten(buf, flat, sizeof(flat))))
+				continue;
+			if (file == TALLY_MEMCG_FILE_STAT || all)
+				for (int i = 0; i < TALLY_MEMCG_NR_STATS; i++)
+					if (!CHECK(json_value(
+						    flat, tally_memcg_stat_name(i),
+						    NULL, NULL, &v)) ||
+					    !CHECK_EQ_LONG(v, stat_hier(f.g, i)))
+						harness_log("%s in %s",
+							    tally_memcg_stat_name(i),
+							    buf);
+			for (int e = 0; e < TALLY_MEMCG_NR_EVENTS; e++) {
+				const char *n = tally_memcg_event_name(e);
+				bool ok = true;
+
+				if (file == TALLY_MEMCG_FILE_EVENTS)
+					ok = json_value(flat, n, NULL, NULL,
+							&v) && v == hier[e];
+				else if (file == TALLY_MEMCG_FILE_EVENTS_LOCAL)
+					ok = json_value(flat, n, NULL, NULL,
+							&v) && v == local[e];
+				else if (all)
+					ok = json_value(flat, n, NULL, "local",
+							&v) && v == hier[e] &&
+					     json_value(flat, n, "local", NULL,
+							&v) && v == local[e];
+				if (!CHECK(ok))
+					harness_log("event %s in %s", n, buf);
+			}
+			if (file == TALLY_MEMCG_FILE_LIMITS || all) {
+				CHECK(json_value(flat, "current", NULL, NULL,
+						 &v) && v == 150000);
+				CHECK(json_value(flat, "low", NULL, "events",
+						 &v) && v == l.low);
+				CHECK(json_value(flat, "max", NULL, "events",
+						 &v) && v == l.max);
+				CHECK(json_value(flat, "high", NULL, "events",
+						 &v) && v == TALLY_MEMCG_UNLIMITED);
+				CHECK(json_value(flat, "peak", NULL, NULL,
+						 &v) &&
+				      v == tally_memcg_peak(f.g, false));
+			}
+			if (harness_test_failed()) {
+				harness_log("file %d json %d:\n%s", file,
+					    json, buf);
+				break;
+			}
+		}
+	}
+	tally_memcg_tree_destroy(f.t);
+}
+
+/* ------------------------------------------------------------------ */
+/* 4. fork                                                            */
+/* ------------------------------------------------------------------ */
+
+struct fork_charger {
+	struct tally_memcg *g;
+	int stop;
+	unsigned long pairs;
+};
+
+static void *fork_charger_main(void *arg)
+{
+	struct fork_charger *fc = arg;
+
+	while (!__atomic_load_n(&fc->stop, __ATOMIC_RELAXED)) {
+		int ret = tally_memcg_charge(fc->g, 4096 + 4096 *
+					     (long)(fc->pairs % 7), 0);
+
+		if (ret >= 0)
+			CHECK_EQ_LONG(tally_memcg_uncharge(
+				fc->g, 4096 + 4096 * (long)(fc->pairs % 7)), 0);
+		else
+			CHECK_EQ_LONG(ret, -ENOMEM);
+		__atomic_add_fetch(&fc->pairs, 1, __ATOMIC_RELAXED);
+	}
+	return NULL;
+}
+
+TEST(fork_child_charges_drains_and_destroys_an_inherited_tree)
+{
+	enum { CHARGERS = 3 };
+	struct tally_memcg_tree *t = tree_new(NULL, 16 * KB);
+	struct fork_charger fc[CHARGERS];
+	struct tally_memcg *busy;
+	pthread_t th[CHARGERS];
+	long forks = harness_scale(30);
+
+	REQUIRE(t);
+	busy = group_new(tally_memcg_root(t), "busy");
+	REQUIRE(busy);
+	/* Near max: the threads take the drain lock on refusals. */
+	REQUIRE(set_limit(busy, TALLY_MEMCG_MAX, 64 * KB));
+	for (int i = 0; i < CHARGERS; i++) {
+		fc[i] = (struct fork_charger){ busy, 0, 0 };
+		REQUIRE(pthread_create(&th[i], NULL, fork_charger_main,
+				       &fc[i]) == 0);
+	}
+	for (long k = 0; k < forks; k++) {
+		pid_t pid;
+
+		fflush(NULL);
+		pid = fork();
+		REQUIRE(pid >= 0);
+		if (pid == 0) {
+			struct tally_memcg *mine;
+
+			alarm(20);	/* a deadlock fails the test */
+			mine = group_new(tally_memcg_root(t), "child");
+			if (mine) {
+				CHECK(set_limit(mine, TALLY_MEMCG_MAX, 64 * KB));
+				for (int i = 0; i < 6; i++)
+					CHECK_EQ_LONG(tally_memcg_charge(
+						mine, 10000, 0), 0);
+				CHECK_EQ_LONG(tally_memcg_charge(mine, 10000, 0),
+					      -ENOMEM);
+				CHECK_EQ_LONG(drained(mine), 60000);
+				CHECK_EQ_LONG(tally_memcg_uncharge(mine, 60000),
+					      0);
+				CHECK_EQ_LONG(tally_memcg_drain(
+						      tally_memcg_root(t)), 0);
+				CHECK_EQ_LONG(drained(mine), 0);
+				CHECK_EQ_LONG(tally_memcg_destroy(mine), 0);
+			}
+			/* The parent's threads' group is usable here. */
+			CHECK(drained(busy) <= 64 * KB);
+			{
+				int ret = tally_memcg_charge(
+					busy, 4096, TALLY_MEMCG_NORECLAIM);
+
+				CHECK(ret == 0 || ret == -ENOMEM);
+			}
+			tally_memcg_tree_destroy(t);
+			harness_child_exit();
+		}
+		CHECK_EQ_LONG(harness_wait_child(pid), 0);
+	}
+	for (int i = 0; i < CHARGERS; i++) {
+		__atomic_store_n(&fc[i].stop, 1, __ATOMIC_RELAXED);
+		pthread_join(th[i], NULL);
+		CHECK(fc[i].pairs > 0);
+	}
+	CHECK_EQ_LONG(drained(tally_memcg_root(t)), 0);
+	tally_memcg_tree_destroy(t);
+}

@@ -528,3 +528,653 @@ TEST(sequential_stream_outcomes_and_reads_equal_an_exact_model_384_cpus)
 	run_sequential(d, 8192, 3);
 	tally_domain_destroy(d);
 }
+
+/* ------------------------------------------------------------------ */
+/* Concurrent oracle                                                  */
+/* ------------------------------------------------------------------ */
+
+/*
+ *   root - A (2 MiB) - A1 (1 MiB)
+ *        |           \ A2 (1 MiB)
+ *        |- B (1.5 MiB) - B1 (1 MiB)
+ *        \ H (no limit): the signal handlers' group
+ */
+enum { CON_GROUPS = 7, CON_H = 6, CON_THREADS = 8, CON_ALLOCS = 192 };
+
+static const int con_parent[CON_GROUPS] = { -1, 0, 1, 1, 0, 4, 0 };
+static const long con_max[CON_GROUPS] = {
+	TALLY_MEMCG_UNLIMITED, 2 * MB, MB, MB, 3 * MB / 2, MB,
+	TALLY_MEMCG_UNLIMITED,
+};
+/* What the main thread charges to H before the handlers run. */
+static const long con_reserve = MB;
+
+/*
+ * claim: the epoch (high 32 bits) counts the claims that left the
+ * claimed bytes (low 32 bits) above the group's threshold; both change in
+ * one compare-and-swap, so a refusal can tell whether the bound crossed
+ * the threshold at any time during its call.
+ */
+struct con_group {
+	struct tally_memcg *g;
+	long threshold;		/* max - the refills possibly in flight */
+	unsigned long claim;
+	long committed;		/* held by threads: a lower bound of usage */
+};
+
+struct con_alloc {
+	int slot;
+	long n;
+};
+
+struct con_run;
+
+struct con_worker {
+	struct con_run *run;
+	pthread_t th;
+	struct con_alloc a[CON_ALLOCS];
+	int nr;
+	long refusals, ops;
+	uint64_t stream;
+};
+
+struct con_run {
+	struct tally_memcg_tree *t;
+	struct con_group g[CON_GROUPS];
+	struct con_worker w[CON_THREADS];
+	unsigned int nr_cpus;
+	int stop, stop_signals;
+	long false_refusals, over_max, bad_returns;
+	unsigned long handled, handler_failed;
+};
+
+#define CLAIM_MASK 0xffffffffUL
+
+/* Claim @n for the chain of @slot; the claims after it go to @c, @e. */
+static void con_claim(struct con_run *run, int slot, long n,
+		      unsigned long *c, unsigned long *e)
+{
+	for (int i = slot; i > 0; i = con_parent[i]) {
+		struct con_group *g = &run->g[i];
+		unsigned long old = __atomic_load_n(&g->claim, __ATOMIC_SEQ_CST);
+		unsigned long new;
+
+		do {
+			new = old + (unsigned long)n;
+			if ((long)(new & CLAIM_MASK) > g->threshold)
+				new += 1ul << 32;
+		} while (!__atomic_compare_exchange_n(&g->claim, &old, new,
+						      false, __ATOMIC_SEQ_CST,
+						      __ATOMIC_SEQ_CST));
+		c[i] = new & CLAIM_MASK;
+		e[i] = new >> 32;
+	}
+}
+
+static void con_unclaim(struct con_run *run, int slot, long n)
+{
+	for (int i = slot; i > 0; i = con_parent[i])
+		__atomic_sub_fetch(&run->g[i].claim, (unsigned long)n,
+				   __ATOMIC_SEQ_CST);
+}
+
+static void con_commit(struct con_run *run, int slot, long n)
+{
+	for (int i = slot; i > 0; i = con_parent[i]) {
+		long v = __atomic_add_fetch(&run->g[i].committed, n,
+					    __ATOMIC_SEQ_CST);
+
+		if (n > 0 && v > con_max[i])
+			__atomic_add_fetch(&run->over_max, 1, __ATOMIC_RELAXED);
+	}
+}
+
+/*
+ * A refusal is false for sure when, at every level of the chain, the
+ * claimed bound was under the threshold at the claim and never crossed it
+ * until now.
+ */
+static bool con_refusal_is_false(struct con_run *run, int slot,
+				 const unsigned long *c,
+				 const unsigned long *e)
+{
+	for (int i = slot; i > 0; i = con_parent[i]) {
+		unsigned long now = __atomic_load_n(&run->g[i].claim,
+						    __ATOMIC_SEQ_CST);
+
+		if ((long)c[i] > run->g[i].threshold || (now >> 32) != e[i])
+			return false;
+	}
+	return true;
+}
+
+static bool con_stopped(const int *stop)
+{
+	return __atomic_load_n(stop, __ATOMIC_RELAXED) != 0;
+}
+
+static void con_charge(struct con_worker *w, struct rng *r)
+{
+	struct con_run *run = w->run;
+	static const int slots[] = { 2, 3, 5, 1, 4, 2, 3, 5 };
+	int slot = slots[rng_below(r, ARRAY_SIZE(slots))];
+	int cpu = pick_cpu(r, run->nr_cpus);
+	long n = rng_below(r, 16) ? 1 + (long)rng_below(r, 16 * KB) :
+		 1 + (long)rng_below(r, 128 * KB);
+	unsigned int flags = rng_below(r, 4) ? 0 : TALLY_MEMCG_NORECLAIM;
+	unsigned long c[CON_GROUPS], e[CON_GROUPS];
+	int ret;
+
+	con_claim(run, slot, n, c, e);
+	ret = charge_on(run->g[slot].g, cpu, n, flags);
+	if (ret == 0) {
+		con_commit(run, slot, n);
+		w->a[w->nr++] = (struct con_alloc){ slot, n };
+		return;
+	}
+	if (ret == -ENOMEM) {
+		w->refusals++;
+		if (con_refusal_is_false(run, slot, c, e) &&
+		    __atomic_add_fetch(&run->false_refusals, 1,
+				       __ATOMIC_RELAXED) <= 5) {
+			harness_log("false refusal: %ld bytes to group %d", n,
+				    slot);
+			for (int i = slot; i > 0; i = con_parent[i])
+				harness_log("  group %d: claimed %lu <= %ld "
+					    "(max %ld)", i, c[i],
+					    run->g[i].threshold, con_max[i]);
+		}
+	} else {
+		__atomic_add_fetch(&run->bad_returns, 1, __ATOMIC_RELAXED);
+	}
+	con_unclaim(run, slot, n);
+}
+
+static void con_uncharge(struct con_worker *w, int k, int cpu)
+{
+	struct con_alloc a = w->a[k];
+
+	con_commit(w->run, a.slot, -a.n);
+	if (uncharge_on(w->run->g[a.slot].g, cpu, a.n))
+		__atomic_add_fetch(&w->run->bad_returns, 1, __ATOMIC_RELAXED);
+	con_unclaim(w->run, a.slot, a.n);
+	w->a[k] = w->a[--w->nr];
+}
+
+static void *con_worker_main(void *arg)
+{
+	struct con_worker *w = arg;
+	struct con_run *run = w->run;
+	struct rng r = rng_seed(w->stream);
+
+	while (!con_stopped(&run->stop)) {
+		if (!run->nr_cpus && w->ops % 64 == 0)
+			util_pin_random(&r);
+		if (w->nr < CON_ALLOCS && (!w->nr || rng_below(&r, 100) < 55))
+			con_charge(w, &r);
+		else
+			con_uncharge(w, (int)rng_below(&r, (uint64_t)w->nr),
+				     pick_cpu(&r, run->nr_cpus));
+		w->ops++;
+	}
+	if (!run->nr_cpus)
+		util_pin(-1);
+	return NULL;
+}
+
+static struct con_run *con_signal_run;
+
+/*
+ * Give back some of H's reserve and take it again: the uncharge is
+ * async-signal-safe, and H's chain has no max, so the charge never takes
+ * the refusal path's locks (it is served by the stock the uncharge just
+ * filled unless the thread migrated in between).
+ */
+static void con_on_signal(int sig)
+{
+	struct con_run *run = __atomic_load_n(&con_signal_run,
+					      __ATOMIC_ACQUIRE);
+	int saved_errno = errno;
+	unsigned long k = __atomic_add_fetch(&run->handled, 1,
+					     __ATOMIC_RELAXED);
+	long n = 1 + (long)(k * 7919 % 2048);
+	int cpu = run->nr_cpus ? (int)(k % run->nr_cpus) : -1;
+
+	(void)sig;
+	if (uncharge_on(run->g[CON_H].g, cpu, n) ||
+	    charge_on(run->g[CON_H].g, cpu, n, 0))
+		__atomic_add_fetch(&run->handler_failed, 1, __ATOMIC_RELAXED);
+	errno = saved_errno;
+}
+
+static void *con_signaller_main(void *arg)
+{
+	struct con_run *run = arg;
+	const struct timespec pause = { 0, 50000 };
+	struct rng r = rng_seed(1000);
+
+	while (!con_stopped(&run->stop_signals)) {
+		pthread_kill(run->w[rng_below(&r, CON_THREADS)].th, SIGUSR1);
+		nanosleep(&pause, NULL);
+	}
+	return NULL;
+}
+
+/* Usage is never above max, sampled with every read. */
+static void *con_checker_main(void *arg)
+{
+	struct con_run *run = arg;
+	const struct timespec pause = { 0, 500000 };
+
+	for (unsigned long round = 0; !con_stopped(&run->stop); round++) {
+		for (int i = 1; i < CON_GROUPS; i++) {
+			struct tally_memcg_range rp, rd;
+			long committed = __atomic_load_n(&run->g[i].committed,
+							 __ATOMIC_SEQ_CST);
+
+			rd.value = 0;
+			if (tally_memcg_usage(run->g[i].g,
+					      TALLY_MEMCG_READ_PRECISE, &rp) ||
+			    (round % 8 == 0 &&
+			     tally_memcg_usage(run->g[i].g,
+					       TALLY_MEMCG_READ_DRAIN, &rd)))
+				__atomic_add_fetch(&run->bad_returns, 1,
+						   __ATOMIC_RELAXED);
+			if (committed > con_max[i] || rp.value > con_max[i] ||
+			    rd.value > con_max[i] ||
+			    tally_memcg_peak(run->g[i].g, false) > con_max[i]) {
+				if (__atomic_add_fetch(&run->over_max, 1,
+						       __ATOMIC_RELAXED) <= 5)
+					harness_log("group %d over max %ld: "
+						    "committed %ld precise %ld "
+						    "drained %ld", i,
+						    con_max[i], committed,
+						    rp.value, rd.value);
+			}
+		}
+		nanosleep(&pause, NULL);
+	}
+	return NULL;
+}
+
+static void run_concurrent(unsigned int nr_cpus, long batch, uint64_t stream)
+{
+	struct con_run *run = calloc(1, sizeof(*run));
+	struct tally_domain *d = nr_cpus ? util_domain(nr_cpus) : NULL;
+	struct sigaction sa, old_sa;
+	pthread_t signaller, checker;
+	long held[CON_GROUPS] = { 0 }, refusals = 0, ops = 0;
+	struct tally_memcg_info info;
+	long slack = CON_THREADS * 2 * batch;
+
+	REQUIRE(run);
+	run->nr_cpus = nr_cpus;
+	run->t = tree_on(d, batch);
+	if (!run->t)
+		goto out;
+	run->g[0].g = tally_memcg_root(run->t);
+	for (int i = 1; i < CON_GROUPS; i++) {
+		char name[8];
+
+		snprintf(name, sizeof(name), "c%d", i);
+		if (!CHECK_EQ_LONG(tally_memcg_create(run->g[con_parent[i]].g,
+						      name, &run->g[i].g), 0) ||
+		    (con_max[i] != TALLY_MEMCG_UNLIMITED &&
+		     !CHECK_EQ_LONG(tally_memcg_set_limit(run->g[i].g,
+							  TALLY_MEMCG_MAX,
+							  con_max[i]), 0)))
+			goto out;
+		run->g[i].threshold = con_max[i] - slack;
+	}
+	REQUIRE(charge_on(run->g[CON_H].g, pick_cpu(&(struct rng){ 1 },
+						    nr_cpus),
+			  con_reserve, 0) == 0);
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = con_on_signal;
+	sa.sa_flags = SA_RESTART;
+	sigemptyset(&sa.sa_mask);
+	__atomic_store_n(&con_signal_run, run, __ATOMIC_RELEASE);
+	REQUIRE(sigaction(SIGUSR1, &sa, &old_sa) == 0);
+	alarm(300);	/* a hang fails the run */
+	for (int i = 0; i < CON_THREADS; i++) {
+		run->w[i].run = run;
+		run->w[i].stream = stream * 100 + (uint64_t)i;
+		REQUIRE(pthread_create(&run->w[i].th, NULL, con_worker_main,
+				       &run->w[i]) == 0);
+	}
+	REQUIRE(pthread_create(&signaller, NULL, con_signaller_main, run) == 0);
+	REQUIRE(pthread_create(&checker, NULL, con_checker_main, run) == 0);
+	usleep((useconds_t)harness_scale(700000));
+	__atomic_store_n(&run->stop_signals, 1, __ATOMIC_RELAXED);
+	pthread_join(signaller, NULL);
+	__atomic_store_n(&run->stop, 1, __ATOMIC_RELAXED);
+	for (int i = 0; i < CON_THREADS; i++)
+		pthread_join(run->w[i].th, NULL);
+	pthread_join(checker, NULL);
+	sigaction(SIGUSR1, &old_sa, NULL);
+	alarm(0);
+
+	CHECK_EQ_LONG(run->false_refusals, 0);
+	CHECK_EQ_LONG(run->over_max, 0);
+	CHECK_EQ_LONG(run->bad_returns, 0);
+	CHECK_EQ_ULONG(run->handler_failed, 0);
+	CHECK(run->handled > 0);
+	/* Exact totals: the drained usage is what the threads hold. */
+	for (int k = 0; k < CON_THREADS; k++) {
+		refusals += run->w[k].refusals;
+		ops += run->w[k].ops;
+		for (int j = 0; j < run->w[k].nr; j++)
+			for (int i = run->w[k].a[j].slot; i >= 0;
+			     i = con_parent[i])
+				held[i] += run->w[k].a[j].n;
+	}
+	held[CON_H] += con_reserve;
+	held[0] += con_reserve;
+	CHECK(refusals > 0);	/* it ran near the limits */
+	for (int i = CON_GROUPS - 1; i >= 0; i--)
+		if (!CHECK_EQ_LONG(util_memcg_usage(run->g[i].g,
+						    TALLY_MEMCG_READ_DRAIN),
+				   held[i]))
+			harness_log("group %d", i);
+	REQUIRE(tally_memcg_tree_info(run->t, &info) == 0);
+	CHECK_EQ_ULONG(info.refusals, refusals);
+	CHECK_EQ_ULONG(info.groups, CON_GROUPS);
+	CHECK_EQ_ULONG(info.zombies, 0);
+	CHECK(info.drains >= 1 && info.refills >= 1);
+	CHECK(info.drain_waits <= info.refusals);
+	if (nr_cpus)
+		CHECK_EQ_LONG(info.rseq, 0);
+	/* Zero drift once everything is given back. */
+	for (int k = 0; k < CON_THREADS; k++)
+		while (run->w[k].nr)
+			con_uncharge(&run->w[k], run->w[k].nr - 1,
+				     pick_cpu(&(struct rng){ (uint64_t)k },
+					      nr_cpus));
+	CHECK_EQ_LONG(run->bad_returns, 0);
+	CHECK_EQ_LONG(uncharge_on(run->g[CON_H].g, nr_cpus ? 0 : -1,
+				  con_reserve), 0);
+	for (int i = CON_GROUPS - 1; i >= 0; i--)
+		if (!CHECK_EQ_LONG(util_memcg_usage(run->g[i].g,
+						    TALLY_MEMCG_READ_DRAIN), 0))
+			harness_log("group %d after the uncharges", i);
+	for (int i = 1; i < CON_GROUPS; i++)
+		CHECK_EQ_LONG(run->g[i].claim & CLAIM_MASK, 0);
+out:
+	if (harness_test_failed())
+		harness_log("%u simulated CPUs (0: system), batch %ld, "
+			    "%ld ops, %ld refusals, %lu handler pairs",
+			    nr_cpus, batch, ops, refusals, run->handled);
+	if (run->t)
+		tally_memcg_tree_destroy(run->t);
+	free(run);
+	tally_domain_destroy(d);
+}
+
+TEST(concurrent_charges_never_exceed_max_refuse_only_when_full_system)
+{
+	run_concurrent(0, 4096, 0);
+}
+
+TEST(concurrent_charges_never_exceed_max_refuse_only_when_full_64_cpus)
+{
+	run_concurrent(64, 4096, 1);
+}
+
+TEST(concurrent_charges_never_exceed_max_refuse_only_when_full_384_cpus)
+{
+	run_concurrent(384, 2048, 2);
+}
+
+/* ------------------------------------------------------------------ */
+/* Destroy with charges in flight                                     */
+/* ------------------------------------------------------------------ */
+
+enum { CD_THREADS = 4, CD_ALLOCS = 64 };
+
+struct cd_worker {
+	struct tally_memcg *x;
+	int *stop;
+	struct { struct tally_memcg *h; long n; } a[CD_ALLOCS];
+	int nr;
+	long over_high, bad;
+	uint64_t stream;
+	pthread_t th;
+};
+
+static void *cd_worker_main(void *arg)
+{
+	struct cd_worker *w = arg;
+	struct rng r = rng_seed(w->stream);
+
+	while (!con_stopped(w->stop)) {
+		if (w->nr < CD_ALLOCS && rng_below(&r, 100) < 60) {
+			long n = 1 + (long)rng_below(&r, 8 * KB);
+			int ret = tally_memcg_charge(w->x, n, 0);
+
+			if (ret >= 0) {
+				w->over_high += ret == TALLY_MEMCG_OVER_HIGH;
+				w->a[w->nr].h = w->x;
+				w->a[w->nr++].n = n;
+			} else if (ret != -ENOMEM) {
+				w->bad++;
+			}
+		} else if (w->nr) {
+			int k = (int)rng_below(&r, (uint64_t)w->nr);
+
+			if (tally_memcg_uncharge(w->a[k].h, w->a[k].n))
+				w->bad++;
+			w->a[k] = w->a[--w->nr];
+		}
+	}
+	return NULL;
+}
+
+TEST(destroy_with_charges_in_flight_loses_no_charge_and_no_event)
+{
+	struct tally_memcg_tree *t = tree_on(NULL, 1024);
+	struct cd_worker w[CD_THREADS];
+	struct tally_memcg *p;
+	long rounds = harness_scale(20), over_high = 0;
+	struct tally_memcg_info info;
+
+	REQUIRE(t);
+	REQUIRE(tally_memcg_create(tally_memcg_root(t), "p", &p) == 0);
+	REQUIRE(tally_memcg_set_limit(p, TALLY_MEMCG_MAX, MB) == 0);
+	memset(w, 0, sizeof(w));
+	alarm(300);
+	for (long round = 0; round < rounds; round++) {
+		struct tally_memcg *x;
+		int stop = 0;
+		long held = 0;
+		char name[32];
+
+		snprintf(name, sizeof(name), "x%ld", round);
+		REQUIRE(tally_memcg_create(p, name, &x) == 0);
+		REQUIRE(tally_memcg_set_limit(x, TALLY_MEMCG_HIGH, 64 * KB) == 0);
+		for (int i = 0; i < CD_THREADS; i++) {
+			w[i].x = x;
+			w[i].stop = &stop;
+			w[i].stream = (uint64_t)(round * CD_THREADS + i);
+			REQUIRE(pthread_create(&w[i].th, NULL, cd_worker_main,
+					       &w[i]) == 0);
+		}
+		usleep(10000);
+		CHECK_EQ_LONG(tally_memcg_destroy(x), 0);
+		usleep(10000);
+		__atomic_store_n(&stop, 1, __ATOMIC_RELAXED);
+		for (int i = 0; i < CD_THREADS; i++) {
+			pthread_join(w[i].th, NULL);
+			for (int j = 0; j < w[i].nr; j++)
+				held += w[i].a[j].n;
+			over_high += w[i].over_high;
+			w[i].over_high = 0;
+			CHECK_EQ_LONG(w[i].bad, 0);
+		}
+		if (!CHECK_EQ_LONG(util_memcg_usage(p, TALLY_MEMCG_READ_DRAIN),
+				   held) ||
+		    !CHECK_EQ_LONG(util_memcg_usage(x, TALLY_MEMCG_READ_DRAIN),
+				   0) ||
+		    !CHECK_EQ_LONG(util_memcg_event(p, TALLY_MEMCG_EVENT_HIGH,
+						    false), over_high) ||
+		    !CHECK_EQ_LONG(util_memcg_event(p, TALLY_MEMCG_EVENT_HIGH,
+						    true), over_high)) {
+			harness_log("round %ld", round);
+			break;
+		}
+	}
+	alarm(0);
+	CHECK(over_high > 0);
+	REQUIRE(tally_memcg_tree_info(t, &info) == 0);
+	CHECK_EQ_ULONG(info.groups, 2);
+	CHECK_EQ_ULONG(info.zombies, (unsigned long)rounds);
+	/* The destroyed handles still take their uncharges. */
+	for (int i = 0; i < CD_THREADS; i++)
+		for (int j = 0; j < w[i].nr; j++)
+			CHECK_EQ_LONG(tally_memcg_uncharge(w[i].a[j].h,
+							   w[i].a[j].n), 0);
+	CHECK_EQ_LONG(util_memcg_usage(tally_memcg_root(t),
+				       TALLY_MEMCG_READ_DRAIN), 0);
+	CHECK_EQ_LONG(util_memcg_event(tally_memcg_root(t),
+				       TALLY_MEMCG_EVENT_HIGH, false),
+		      over_high);
+	tally_memcg_tree_destroy(t);
+}
+
+/* ------------------------------------------------------------------ */
+/* Protection math                                                    */
+/* ------------------------------------------------------------------ */
+
+/*
+ * The rules of Documentation/admin-guide/cgroup-v2.rst for memory.min and
+ * memory.low, as the kernel's effective_protection() applies them without
+ * the recursive mode, computed from the root of the reclaim down:
+ *   - the root has no protection of its own;
+ *   - a child of the root keeps its own settings;
+ *   - deeper, a group is protected up to min(usage, setting); when the
+ *     siblings' such amounts together exceed the parent's effective
+ *     protection, each gets its share of the parent's in proportion:
+ *     min(usage, setting) * parent_effective / siblings_sum (rounded
+ *     down).
+ * Computed separately for min and for low.
+ */
+enum { PROT_MAX = 16 };
+
+struct prot_model {
+	int nr;
+	int parent[PROT_MAX];
+	long own[PROT_MAX];		/* bytes charged to the group itself */
+	long usage[PROT_MAX];		/* of the subtree */
+	long setting[2][PROT_MAX];	/* [0] min, [1] low */
+	long eff[2][PROT_MAX];
+};
+
+static void prot_effective(struct prot_model *m, int k, int g)
+{
+	long sum = 0, pe;
+
+	if (m->parent[g] == 0) {
+		m->eff[k][g] = m->setting[k][g];
+		return;
+	}
+	pe = m->eff[k][m->parent[g]];
+	for (int s = 1; s < m->nr; s++)
+		if (m->parent[s] == m->parent[g])
+			sum += min_l(m->usage[s], m->setting[k][s]);
+	m->eff[k][g] = min_l(m->usage[g], m->setting[k][g]);
+	if (sum > pe)
+		m->eff[k][g] = (long)((__int128)m->eff[k][g] * pe / sum);
+}
+
+/* A random tree: parents come before their children. */
+static void prot_random(struct prot_model *m, struct rng *r)
+{
+	static const long sizes[] = { 0, 64 * KB, 512 * KB, MB, 3 * MB };
+
+	memset(m, 0, sizeof(*m));
+	m->nr = 2 + (int)rng_below(r, PROT_MAX - 1);
+	m->parent[0] = -1;
+	for (int g = 1; g < m->nr; g++) {
+		m->parent[g] = (int)rng_below(r, (uint64_t)g);
+		m->own[g] = 4096 * (1 + (long)rng_below(r, 512));
+		for (int k = 0; k < 2; k++)
+			m->setting[k][g] = rng_below(r, 3) ?
+				sizes[rng_below(r, ARRAY_SIZE(sizes))] :
+				4096 * (long)rng_below(r, 1024);
+		/* Mostly min <= low, as configured in practice. */
+		if (rng_below(r, 4) && m->setting[0][g] > m->setting[1][g]) {
+			long tmp = m->setting[0][g];
+
+			m->setting[0][g] = m->setting[1][g];
+			m->setting[1][g] = tmp;
+		}
+	}
+	for (int g = m->nr - 1; g > 0; g--) {
+		m->usage[g] += m->own[g];
+		m->usage[m->parent[g]] += m->usage[g];
+	}
+	for (int g = 1; g < m->nr; g++)
+		for (int k = 0; k < 2; k++)
+			prot_effective(m, k, g);
+}
+
+TEST(protection_equals_the_kernels_documented_rules_on_random_trees)
+{
+	struct rng r = rng_seed(0);
+	long trees = harness_scale(300);
+	long scaled = 0;
+
+	for (long n = 0; n < trees && !harness_test_failed(); n++) {
+		struct tally_memcg_tree *t = tree_on(NULL, 0);
+		struct tally_memcg *g[PROT_MAX];
+		struct prot_model m;
+
+		REQUIRE(t);
+		prot_random(&m, &r);
+		g[0] = tally_memcg_root(t);
+		for (int i = 1; i < m.nr; i++) {
+			char name[8];
+
+			snprintf(name, sizeof(name), "g%d", i);
+			REQUIRE(tally_memcg_create(g[m.parent[i]], name, &g[i])
+				== 0);
+			REQUIRE(tally_memcg_set_limit(g[i], TALLY_MEMCG_MIN,
+						      m.setting[0][i]) == 0);
+			REQUIRE(tally_memcg_set_limit(g[i], TALLY_MEMCG_LOW,
+						      m.setting[1][i]) == 0);
+			REQUIRE(tally_memcg_charge(g[i], m.own[i], 0) == 0);
+		}
+		/* At quiescence the page counters are the exact usages. */
+		REQUIRE(tally_memcg_drain(g[0]) == 0);
+		for (int i = 0; i < m.nr; i++) {
+			long emin = -1, elow = -1;
+			long want_low = m.eff[1][i];
+
+			REQUIRE(tally_memcg_protection(g[i], &emin, &elow) == 0);
+			/*
+			 * The header: a min above low makes the effective
+			 * low at least the effective min.
+			 */
+			if (elow != want_low && elow == m.eff[0][i] &&
+			    m.eff[0][i] > want_low)
+				want_low = m.eff[0][i];
+			if (!CHECK_EQ_LONG(emin, m.eff[0][i]) ||
+			    !CHECK_EQ_LONG(elow, want_low)) {
+				harness_log("tree %ld group %d:", n, i);
+				for (int j = 0; j < m.nr; j++)
+					harness_log("  g%d parent g%d usage %ld "
+						    "min %ld low %ld: emin %ld "
+						    "elow %ld", j, m.parent[j],
+						    m.usage[j], m.setting[0][j],
+						    m.setting[1][j], m.eff[0][j],
+						    m.eff[1][j]);
+				break;
+			}
+			if (i > 0 && m.parent[i] > 0 &&
+			    m.eff[1][i] < min_l(m.usage[i], m.setting[1][i]))
+				scaled++;
+		}
+		tally_memcg_tree_destroy(t);
+	}
+	CHECK(scaled > 0);	/* the overcommitted case was exercised */
+}

@@ -52,11 +52,17 @@
  *   usage(G) = sum of charges to G's subtree - uncharges + stocks of the
  *              subtree; exact usage = usage(G) - stocks of the subtree
  *
- * Destroyed groups: tally_memcg_destroy() moves a group's remaining charge,
- * stats and local events to its parent.  Its handle stays valid until the
- * tree is destroyed (a few hundred bytes, its per-CPU stock freed), so
- * that objects still charged to it can be uncharged: uncharges, charges
- * and stat updates of a destroyed group go to its nearest live ancestor.
+ * Destroyed groups: tally_memcg_destroy() moves a group's remaining charge
+ * and local events to its parent; its stats stay in its ancestors'
+ * hierarchical values.  Its handle stays valid until the tree is destroyed
+ * (a few hundred bytes; its per-CPU stock is freed), so that objects still
+ * charged to it can be uncharged: uncharges, charges and stat updates of
+ * a destroyed group go to its nearest live ancestor.
+ *
+ * Locks: the drain lock (a mutex) serialises drains; a thread stopped or
+ * preempted while it drains delays other drains (and so refusals,
+ * %TALLY_MEMCG_READ_DRAIN and setting max) until it runs again.  Charges
+ * and uncharges served by the stocks never wait for anything.
  *
  * fork(): the tree's locks are taken around fork() and re-initialised in
  * the child, which may use the inherited tree.  Event file descriptors are
@@ -76,6 +82,7 @@
 #include <tally/domain.h>
 #include <tally/mm.h>
 #include <tally/oom.h>
+#include <tally/percpu.h>
 #include <tally/stats.h>
 
 #ifdef __cplusplus
@@ -90,6 +97,8 @@ struct tally_memcg_task;
 #define TALLY_MEMCG_UNLIMITED LONG_MAX
 /** Default stock batch: 64 pages of 4 KiB, the kernel's MEMCG_CHARGE_BATCH. */
 #define TALLY_MEMCG_DEFAULT_BATCH (64l * 4096)
+/** Deepest group: the root is at depth 0. */
+#define TALLY_MEMCG_MAX_DEPTH 63u
 /** Longest group name, without the terminating NUL. */
 #define TALLY_MEMCG_NAME_MAX TALLY_STATS_NAME_MAX
 
@@ -166,7 +175,9 @@ struct tally_memcg_options {
  * Context: MT-safe; not async-signal-safe: allocates, may register the
  * process for membarrier().
  *
- * Return: 0, -EINVAL (NULL @out, bad batch), -ENOMEM.
+ * Return: 0, -EINVAL (NULL @out, bad batch), -ENOMEM, -ENODEV (no system
+ * domain: the CPUs could not be read).  On failure *@out is NULL and
+ * nothing needs to be destroyed.
  */
 int tally_memcg_tree_create(struct tally_memcg_tree **out,
 			    const struct tally_memcg_options *opts);
@@ -199,7 +210,8 @@ struct tally_memcg *tally_memcg_root(struct tally_memcg_tree *t);
  * Context: MT-safe; not async-signal-safe: takes the tree's locks,
  * allocates.
  *
- * Return: 0, -EINVAL (NULL, bad name, destroyed parent), -EEXIST, -ENOMEM.
+ * Return: 0, -EINVAL (NULL, bad name, destroyed parent, a chain deeper than
+ * %TALLY_MEMCG_MAX_DEPTH levels below the root), -EEXIST, -ENOMEM.
  */
 int tally_memcg_create(struct tally_memcg *parent, const char *name,
 		       struct tally_memcg **out);
@@ -222,14 +234,17 @@ int tally_memcg_find(struct tally_memcg_tree *t, const char *path,
  *	parent.
  * @g: a live group without children, not the root.
  *
- * Its remaining charge, its stats and its local events move to the
- * parent: every ancestor's usage, stats and events are the same before and
- * after, and the parent's local values gain the group's.  Charges in
- * flight on @g from other threads are not lost: they land in @g before or
- * in the parent after.  The handle stays valid (see the file comment):
- * later charges, uncharges and stat updates go to the nearest live
- * ancestor; its tasks are detached.  Its reclaim callback is no longer
- * called.
+ * Its remaining charge and its local events move to the parent: every
+ * ancestor's usage and hierarchical events are the same before and after,
+ * and the parent's local events gain the group's.  Its stats stay in its
+ * ancestors' hierarchical memory.stat (the statistics tree's destroy);
+ * stop updating its stats before destroying it, as tally_stats_group_destroy()
+ * requires.  Charges and uncharges in flight on @g from other threads are
+ * not lost: they land in @g before or in the parent after.  The handle
+ * stays valid (see the file comment): later charges, uncharges and stat
+ * updates go to the nearest live ancestor; its tasks are detached, its
+ * reclaim callback is no longer called, its event file descriptor stays
+ * open (without events) until the tree is destroyed.
  *
  * Context: MT-safe; not async-signal-safe: takes the tree's locks, drains
  * (membarrier()), frees memory.
@@ -305,7 +320,9 @@ int tally_memcg_get_limits(const struct tally_memcg *g,
 #define TALLY_MEMCG_NOFAIL 0x1u
 /**
  * Charge flag: on a refusal, do not call reclaim callbacks nor run the
- * OOM policy: drain, retry, then fail (the kernel's GFP_NOWAIT).
+ * OOM policy: drain, retry, then fail (the kernel's GFP_NOWAIT).  The max
+ * event is counted, the oom event is not.  An over-high charge with it
+ * records the high event without reclaim.
  */
 #define TALLY_MEMCG_NORECLAIM 0x2u
 
@@ -315,7 +332,7 @@ int tally_memcg_get_limits(const struct tally_memcg *g,
 /**
  * tally_memcg_charge() - charge bytes to a group and its ancestors.
  * @g: the group (a destroyed group charges its nearest live ancestor).
- * @bytes: 1 to LONG_MAX / 4.
+ * @bytes: 1 to %TALLY_MEMCG_BYTES_MAX.
  * @flags: 0, %TALLY_MEMCG_NOFAIL, %TALLY_MEMCG_NORECLAIM.
  *
  * Served by the current CPU's stock when it can (one restartable sequence,
@@ -337,7 +354,8 @@ int tally_memcg_get_limits(const struct tally_memcg *g,
  * larger than some level's max: nothing charged); -EINVAL (NULL, bytes out
  * of range, unknown flags, a tree on a simulated domain).
  */
-int tally_memcg_charge(struct tally_memcg *g, long bytes, unsigned int flags);
+static inline int tally_memcg_charge(struct tally_memcg *g, long bytes,
+				     unsigned int flags);
 
 /**
  * tally_memcg_charge_cpu() - tally_memcg_charge() on a simulated domain.
@@ -361,12 +379,15 @@ int tally_memcg_charge_cpu(struct tally_memcg *g, unsigned int cpu,
 /**
  * tally_memcg_uncharge() - give back bytes charged to a group.
  * @g: the group they were charged to (destroyed or not).
- * @bytes: 1 to LONG_MAX / 4.
+ * @bytes: 1 to %TALLY_MEMCG_BYTES_MAX.
  *
  * Goes to the current CPU's stock while it holds less than two batches
  * (one restartable sequence), else to the page counters.  Uncharging more
- * than was charged is a caller bug; it is refused (-ERANGE, nothing
- * changed) when it would take a page counter below 0.
+ * than was charged is a caller bug, caught where it can be: an uncharge
+ * that reaches the page counters and would take the group's below 0 is
+ * refused (-ERANGE, nothing changed); bytes a stock absorbed are checked
+ * at the next drain, which clamps the group's usage at 0 and counts an
+ * underflow (tally_memcg_tree_info()).
  *
  * Context: MT-safe, async-signal-safe, lock-free: a restartable sequence
  * or one atomic operation per level; never waits.
@@ -374,7 +395,7 @@ int tally_memcg_charge_cpu(struct tally_memcg *g, unsigned int cpu,
  * Return: 0, -EINVAL (NULL, bytes out of range, a tree on a simulated
  * domain), -ERANGE.
  */
-int tally_memcg_uncharge(struct tally_memcg *g, long bytes);
+static inline int tally_memcg_uncharge(struct tally_memcg *g, long bytes);
 
 /**
  * tally_memcg_uncharge_cpu() - tally_memcg_uncharge() on a simulated
@@ -394,7 +415,8 @@ int tally_memcg_uncharge_cpu(struct tally_memcg *g, unsigned int cpu,
 /**
  * enum tally_memcg_read_mode - how tally_memcg_usage() reads.
  * @TALLY_MEMCG_READ_APPROX: one load of the page counter; the interval
- *	allows every stock of the subtree to be full.  O(1).
+ *	allows every stock of the subtree to be full (two batches per group
+ *	and CPU).  O(groups of the subtree) to count them.
  * @TALLY_MEMCG_READ_PRECISE: the page counter minus the stocks of the
  *	subtree, read without stopping anyone.  O(groups x CPUs).
  * @TALLY_MEMCG_READ_DRAIN: drains the subtree's stocks into the page
@@ -426,9 +448,9 @@ struct tally_memcg_range {
  * @out: the usage and its interval.
  *
  * Context: MT-safe.  %TALLY_MEMCG_READ_APPROX and %TALLY_MEMCG_READ_PRECISE
- * are async-signal-safe (loads, the precise read takes the structure lock
- * for reading: not async-signal-safe); %TALLY_MEMCG_READ_DRAIN takes the
- * drain lock and calls membarrier().
+ * are async-signal-safe: loads along a lock-free walk of the subtree;
+ * %TALLY_MEMCG_READ_DRAIN is not: it takes the drain lock and calls
+ * membarrier().
  *
  * Return: 0, -EINVAL (NULL, unknown mode).
  */
@@ -566,8 +588,7 @@ const char *tally_memcg_event_name(enum tally_memcg_event ev);
  * event of the group or a descendant adds 1 to it, so poll() or epoll
  * report it readable; read() returns the number of events since the last
  * read and clears it.  It is non-blocking and close-on-exec; do not close
- * it: the tree does (tally_memcg_tree_destroy(), or tally_memcg_destroy()
- * of the group).
+ * it: tally_memcg_tree_destroy() does.
  *
  * Context: MT-safe; not async-signal-safe: the first call creates it under
  * the structure lock.
@@ -813,6 +834,8 @@ int tally_memcg_render(struct tally_memcg *g, enum tally_memcg_file file,
  * @refusals: charges refused (-ENOMEM).
  * @groups: live groups, the root included.
  * @zombies: destroyed groups whose handles are kept.
+ * @underflows: drains that found more bytes in a group's stocks than its
+ *	counter held (a caller uncharged more than it charged).
  * @rseq: non-zero when stocks are taken with restartable sequences, 0 when
  *	with atomic operations (simulated domain, rseq or membarrier()
  *	unavailable).
@@ -824,6 +847,7 @@ struct tally_memcg_info {
 	unsigned long refusals;
 	unsigned long groups;
 	unsigned long zombies;
+	unsigned long underflows;
 	int rseq;
 };
 
@@ -838,6 +862,73 @@ struct tally_memcg_info {
  */
 int tally_memcg_tree_info(const struct tally_memcg_tree *t,
 			  struct tally_memcg_info *out);
+
+/*
+ * The inline fast paths.  Everything below is private: it may change in
+ * any release.
+ */
+
+/** Largest charge or uncharge: LONG_MAX / 4. */
+#define TALLY_MEMCG_BYTES_MAX (LONG_MAX / 4)
+
+/* The first member of every group: what the fast paths read. */
+struct tally_memcg_fast_ {
+	long *stock;		/* per-CPU reservation */
+	int stop;		/* a drain closed the stocks */
+	int rseq;		/* stocks taken by rseq sequences */
+	long stock_cap;		/* two batches */
+};
+
+/**
+ * tally_memcg_charge_slow_() - internal: tally_memcg_charge() when the
+ *	current CPU's stock cannot serve it.
+ * @g: as for tally_memcg_charge().
+ * @bytes: as for tally_memcg_charge().
+ * @flags: as for tally_memcg_charge().
+ *
+ * Context: as tally_memcg_charge().
+ *
+ * Return: as tally_memcg_charge().
+ */
+int tally_memcg_charge_slow_(struct tally_memcg *g, long bytes,
+			     unsigned int flags);
+
+/**
+ * tally_memcg_uncharge_slow_() - internal: tally_memcg_uncharge() when the
+ *	current CPU's stock cannot take the bytes back.
+ * @g: as for tally_memcg_uncharge().
+ * @bytes: as for tally_memcg_uncharge().
+ *
+ * Context: as tally_memcg_uncharge().
+ *
+ * Return: as tally_memcg_uncharge().
+ */
+int tally_memcg_uncharge_slow_(struct tally_memcg *g, long bytes);
+
+static inline int tally_memcg_charge(struct tally_memcg *g, long bytes,
+				     unsigned int flags)
+{
+	const struct tally_memcg_fast_ *f = (const struct tally_memcg_fast_ *)g;
+
+	if (__builtin_expect(g && f->rseq && !flags && bytes > 0 &&
+			     bytes <= TALLY_MEMCG_BYTES_MAX, 1) &&
+	    __builtin_expect(tally_percpu_take_(f->stock, bytes,
+						&f->stop) > 0, 1))
+		return 0;
+	return tally_memcg_charge_slow_(g, bytes, flags);
+}
+
+static inline int tally_memcg_uncharge(struct tally_memcg *g, long bytes)
+{
+	const struct tally_memcg_fast_ *f = (const struct tally_memcg_fast_ *)g;
+
+	if (__builtin_expect(g && f->rseq && bytes > 0 &&
+			     bytes <= TALLY_MEMCG_BYTES_MAX, 1) &&
+	    __builtin_expect(tally_percpu_give_(f->stock, bytes, f->stock_cap,
+						&f->stop) > 0, 1))
+		return 0;
+	return tally_memcg_uncharge_slow_(g, bytes);
+}
 
 #ifdef __cplusplus
 }

@@ -324,4 +324,98 @@ unregistered:
 	return tally_percpu_xchg_slow(ptr, v);
 }
 
+/**
+ * tally_percpu_take_() - internal: take @n from the current CPU's copy of
+ *	a long if it holds that much and *@stop is 0 (memory groups' stocks).
+ * @ptr: per-CPU pointer to the long, on the system domain.
+ * @n: the amount, > 0.
+ * @stop: read inside the sequence: a drainer sets it, then restarts every
+ *	sequence in flight with membarrier(PRIVATE_EXPEDITED_RSEQ).
+ *
+ * Context: MT-safe, async-signal-safe: one restartable sequence.
+ *
+ * Return: 1 taken, 0 refused (nothing changed), -1 this thread has no
+ * rseq area yet.
+ */
+static inline int tally_percpu_take_(long *ptr, long n, const int *stop)
+{
+	ptrdiff_t off = tally_rseq_area_offset;
+	unsigned char *rs = TALLY_RSEQ_AREA_(off);
+
+retry:
+	__asm__ __volatile__ goto(
+		TALLY_RSEQ_CS_BEGIN_("%%rcx")
+		"cmpl $0, (%[stop])\n\t"
+		"jne %l[refused]\n\t"
+		"shlq %[shift], %%rax\n\t"
+		"addq %[base], %%rax\n\t"
+		"movq (%%rax), %%rdx\n\t"
+		"subq %[n], %%rdx\n\t"
+		"jl %l[refused]\n\t"
+		"movq %%rdx, (%%rax)\n\t"
+		"2:\n\t"
+		:
+		: TALLY_RSEQ_AREA_OPERANDS_(off, rs),
+		  [base] "r" (ptr), [n] "r" (n), [stop] "r" (stop),
+		  [shift] "i" (TALLY_PERCPU_UNIT_SHIFT)
+		: TALLY_RSEQ_DELAY_CLOBBER_ "rax", "rdx", "memory", "cc"
+		: aborted, unregistered, refused);
+	return 1;
+refused:
+	return 0;
+aborted:
+	TALLY_RSEQ_COUNT_ABORT_();
+	goto retry;
+unregistered:
+	return -1;
+}
+
+/**
+ * tally_percpu_give_() - internal: add @n to the current CPU's copy of a
+ *	long if the result stays at most @cap and *@stop is 0.
+ * @ptr: per-CPU pointer to the long, on the system domain.
+ * @n: the amount, > 0.
+ * @cap: the largest value the copy may reach.
+ * @stop: as for tally_percpu_take_().
+ *
+ * Context: MT-safe, async-signal-safe: one restartable sequence.
+ *
+ * Return: 1 added, 0 refused (nothing changed), -1 this thread has no
+ * rseq area yet.
+ */
+static inline int tally_percpu_give_(long *ptr, long n, long cap,
+				     const int *stop)
+{
+	ptrdiff_t off = tally_rseq_area_offset;
+	unsigned char *rs = TALLY_RSEQ_AREA_(off);
+
+retry:
+	__asm__ __volatile__ goto(
+		TALLY_RSEQ_CS_BEGIN_("%%rcx")
+		"cmpl $0, (%[stop])\n\t"
+		"jne %l[refused]\n\t"
+		"shlq %[shift], %%rax\n\t"
+		"addq %[base], %%rax\n\t"
+		"movq (%%rax), %%rdx\n\t"
+		"addq %[n], %%rdx\n\t"
+		"cmpq %[cap], %%rdx\n\t"
+		"jg %l[refused]\n\t"
+		"movq %%rdx, (%%rax)\n\t"
+		"2:\n\t"
+		:
+		: TALLY_RSEQ_AREA_OPERANDS_(off, rs),
+		  [base] "r" (ptr), [n] "r" (n), [cap] "r" (cap),
+		  [stop] "r" (stop), [shift] "i" (TALLY_PERCPU_UNIT_SHIFT)
+		: TALLY_RSEQ_DELAY_CLOBBER_ "rax", "rdx", "memory", "cc"
+		: aborted, unregistered, refused);
+	return 1;
+refused:
+	return 0;
+aborted:
+	TALLY_RSEQ_COUNT_ABORT_();
+	goto retry;
+unregistered:
+	return -1;
+}
+
 #endif /* TALLY_PERCPU_X86_64_H */

@@ -1,0 +1,264 @@
+// SPDX-License-Identifier: MIT
+/*
+ * memcg_group.c - the structure of a memory tree: create, find, destroy.
+ *
+ * Every memory group owns a group of the same path in an internal
+ * statistics tree (its memory.stat items); names, paths and lookups are
+ * that tree's, and its groups point back to their memory group.  Creation
+ * and destruction hold the memory tree's structure lock for writing; a
+ * group is linked for lock-free walks (memcg.c) only once complete, with
+ * a release store.  Destroy turns a group into a zombie that lives until
+ * the tree does (see memcg.c): O(CPUs) to drain its stock, O(siblings) to
+ * unlink it.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "memcg_internal.h"
+#include "stats_internal.h"
+
+#define MEMCG_STATS_BATCH (1ul << 18)
+
+static struct tally_memcg *group_alloc(struct tally_memcg_tree *t,
+				       struct tally_memcg *parent)
+{
+	struct tally_memcg *g;
+
+	if (posix_memalign((void **)&g, 64, sizeof(*g)))
+		return NULL;
+	memset(g, 0, sizeof(*g));
+	g->tree = t;
+	g->parent = parent;
+	g->depth = parent ? parent->depth + 1 : 0;
+	g->max = g->high = TALLY_MEMCG_UNLIMITED;
+	g->evfd = -1;
+	g->fast.stock = tally_percpu_alloc(t->domain, sizeof(long), 0);
+	g->fast.rseq = t->rseq;
+	g->fast.stock_cap = 2 * t->batch;
+	if (!g->fast.stock) {
+		free(g);
+		return NULL;
+	}
+	return g;
+}
+
+static void group_free(struct tally_memcg_tree *t, struct tally_memcg *g)
+{
+	if (g->fast.stock)
+		tally_percpu_free(t->domain, g->fast.stock);
+	if (g->evfd >= 0)
+		close(g->evfd);
+	free(g);
+}
+
+int tally_memcg_tree_create(struct tally_memcg_tree **out,
+			    const struct tally_memcg_options *opts)
+{
+	struct tally_stat_desc schema[TALLY_MEMCG_NR_STATS];
+	struct tally_stats_options sopts = { 0 };
+	struct tally_memcg_tree *t;
+	long batch = opts && opts->batch ? opts->batch
+					 : TALLY_MEMCG_DEFAULT_BATCH;
+	int err;
+
+	if (!out || batch < 1 || batch > (1l << 30))
+		return -EINVAL;
+	*out = NULL;
+	t = calloc(1, sizeof(*t));
+	if (!t)
+		return -ENOMEM;
+	t->domain = opts && opts->domain ? opts->domain : tally_domain_system();
+	if (!t->domain) {
+		free(t);
+		return -ENODEV;
+	}
+	t->nr_cpus = tally_domain_nr_cpus(t->domain);
+	t->simulated = tally_domain_is_simulated(t->domain);
+	t->rseq = !t->simulated && memcg_rseq_stocks_possible();
+	t->batch = batch;
+	memcg_init_tree_locks(t);
+
+	for (int i = 0; i < TALLY_MEMCG_NR_STATS; i++) {
+		schema[i].name = tally_memcg_stat_name(i);
+		schema[i].kind = i >= TALLY_MEMCG_PGFAULT ? TALLY_STAT_EVENT
+							  : TALLY_STAT_STATE;
+	}
+	sopts.domain = t->domain;
+	sopts.batch = MEMCG_STATS_BATCH;
+	err = tally_stats_tree_create(&t->stats, schema, TALLY_MEMCG_NR_STATS,
+				      &sopts);
+	if (err) {
+		free(t);
+		return err;
+	}
+	t->root = group_alloc(t, NULL);
+	if (!t->root) {
+		tally_stats_tree_destroy(t->stats);
+		free(t);
+		return -ENOMEM;
+	}
+	t->root->stats = tally_stats_root(t->stats);
+	t->root->stats->owner = t->root;
+	t->all = t->root;
+	t->nr_groups = 1;
+	memcg_register_tree(t);
+	*out = t;
+	return 0;
+}
+
+void tally_memcg_tree_destroy(struct tally_memcg_tree *t)
+{
+	struct tally_memcg *g, *next;
+
+	if (!t)
+		return;
+	memcg_unregister_tree(t);
+	for (g = t->all; g; g = next) {
+		next = g->next_all;
+		group_free(t, g);
+	}
+	tally_stats_tree_destroy(t->stats);
+	free(t->cands);
+	free(t->cand_tasks);
+	pthread_rwlock_destroy(&t->structure);
+	pthread_mutex_destroy(&t->drain_lock);
+	pthread_mutex_destroy(&t->oom_lock);
+	free(t);
+}
+
+struct tally_memcg *tally_memcg_root(struct tally_memcg_tree *t)
+{
+	return t ? t->root : NULL;
+}
+
+int tally_memcg_create(struct tally_memcg *parent, const char *name,
+		       struct tally_memcg **out)
+{
+	struct tally_memcg_tree *t;
+	struct tally_memcg *g;
+	int err;
+
+	if (!parent || !name)
+		return -EINVAL;
+	t = parent->tree;
+	if (parent->depth + 1 > TALLY_MEMCG_MAX_DEPTH)
+		return -EINVAL;
+	g = group_alloc(t, parent);
+	if (!g)
+		return -ENOMEM;
+	pthread_rwlock_wrlock(&t->structure);
+	err = __atomic_load_n(&parent->dead, __ATOMIC_RELAXED) ? -EINVAL :
+		stats_group_create_owned(parent->stats, name, g, &g->stats);
+	if (!err) {
+		g->next_sibling = parent->first_child;
+		g->next_all = t->all;
+		t->all = g;
+		parent->nr_children++;
+		t->nr_groups++;
+		__atomic_store_n(&parent->first_child, g, __ATOMIC_RELEASE);
+	}
+	pthread_rwlock_unlock(&t->structure);
+	if (err) {
+		group_free(t, g);
+		return err;
+	}
+	if (out)
+		*out = g;
+	return 0;
+}
+
+int tally_memcg_find(struct tally_memcg_tree *t, const char *path,
+		     struct tally_memcg **out)
+{
+	struct tally_stats_group *sg;
+	int err;
+
+	if (!t || !path || !out)
+		return -EINVAL;
+	pthread_rwlock_rdlock(&t->structure);
+	err = tally_stats_group_find(t->stats, path, &sg);
+	if (!err)
+		*out = sg->owner;
+	pthread_rwlock_unlock(&t->structure);
+	return err;
+}
+
+int tally_memcg_path(const struct tally_memcg *g, char *buf, size_t len)
+{
+	int n;
+
+	if (!g || (!buf && len))
+		return -EINVAL;
+	pthread_rwlock_rdlock(&g->tree->structure);
+	n = __atomic_load_n(&g->dead, __ATOMIC_RELAXED) ? -EINVAL :
+		tally_stats_group_path(g->stats, buf, len);
+	pthread_rwlock_unlock(&g->tree->structure);
+	return n;
+}
+
+/* Caller holds the structure lock for writing. */
+static void unlink_child(struct tally_memcg *g)
+{
+	struct tally_memcg **link = &g->parent->first_child;
+
+	while (*link != g)
+		link = &(*link)->next_sibling;
+	/* g keeps its own next_sibling: a walk standing on it goes on. */
+	__atomic_store_n(link, g->next_sibling, __ATOMIC_RELEASE);
+	g->parent->nr_children--;
+}
+
+int tally_memcg_destroy(struct tally_memcg *g)
+{
+	struct tally_memcg_tree *t;
+	struct tally_memcg *parent;
+	int err = 0;
+
+	if (!g || !g->parent)
+		return -EINVAL;
+	t = g->tree;
+	parent = g->parent;
+	pthread_mutex_lock(&t->oom_lock);
+	pthread_mutex_lock(&t->drain_lock);
+	pthread_rwlock_wrlock(&t->structure);
+	if (__atomic_load_n(&g->dead, __ATOMIC_RELAXED))
+		err = -EINVAL;
+	else if (g->nr_children)
+		err = -EBUSY;
+	if (err)
+		goto out;
+
+	/*
+	 * From here on its work goes to the parent; then close its stock
+	 * for good (a drain leaves a dead group's stock closed) and give
+	 * it back to the counters.
+	 */
+	__atomic_store_n(&g->dead, 1, __ATOMIC_SEQ_CST);
+	memcg_drain_locked(g);
+	/*
+	 * Every sequence reads stop before the slot, and none that read it
+	 * clear is left after the drain's barrier: the slots are unused.
+	 */
+	tally_percpu_free(t->domain, g->fast.stock);
+	__atomic_store_n(&g->fast.stock, NULL, __ATOMIC_RELAXED);
+	while (g->tasks)
+		memcg_unlink_task(g->tasks);
+	for (int ev = 0; ev < TALLY_MEMCG_NR_EVENTS; ev++)
+		__atomic_add_fetch(&parent->events_local[ev],
+				   __atomic_load_n(&g->events_local[ev],
+						   __ATOMIC_RELAXED),
+				   __ATOMIC_RELAXED);
+	unlink_child(g);
+	/* Its stats are in its ancestors' hierarchical values already. */
+	tally_stats_group_destroy(g->stats);
+	g->stats = NULL;
+	t->nr_groups--;
+	t->nr_zombies++;
+out:
+	pthread_rwlock_unlock(&t->structure);
+	pthread_mutex_unlock(&t->drain_lock);
+	pthread_mutex_unlock(&t->oom_lock);
+	return err;
+}

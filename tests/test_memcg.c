@@ -391,6 +391,26 @@ TEST(nofail_charge_larger_than_a_max_of_the_chain_is_refused_e2big_unchanged)
 	tally_memcg_tree_destroy(t);
 }
 
+/*
+ * One byte more than @g holds: a stock may absorb it (then the next drain
+ * clamps the usage at 0 and counts an underflow) or it reaches the page
+ * counter and is refused.  Either way the drained usage stays 0.
+ */
+static void uncharge_one_byte_too_many(struct tally_memcg_tree *t,
+				       struct tally_memcg *g)
+{
+	struct tally_memcg_info before, after;
+	int ret;
+
+	REQUIRE(tally_memcg_tree_info(t, &before) == 0);
+	ret = tally_memcg_uncharge(g, 1);
+	CHECK(ret == 0 || ret == -ERANGE);
+	CHECK_EQ_LONG(drained(tally_memcg_root(t)), 0);
+	CHECK_EQ_LONG(drained(g), 0);
+	REQUIRE(tally_memcg_tree_info(t, &after) == 0);
+	CHECK_EQ_ULONG(after.underflows - before.underflows, ret == 0);
+}
+
 TEST(over_uncharge_is_refused_erange_with_nothing_changed)
 {
 	struct tally_memcg_tree *t = tree_new(NULL, 4096);
@@ -400,22 +420,8 @@ TEST(over_uncharge_is_refused_erange_with_nothing_changed)
 	a = group_new(tally_memcg_root(t), "a");
 	b = group_new(a, "b");
 	REQUIRE(a && b);
-	/*
-	 * Nothing was ever charged.  One byte may be absorbed by a stock:
-	 * then the next drain finds it, clamps the usage at 0 and counts an
-	 * underflow; or it reaches the page counter and is refused.
-	 */
-	{
-		struct tally_memcg_info info;
-		int ret = tally_memcg_uncharge(b, 1);
-
-		CHECK(ret == 0 || ret == -ERANGE);
-		CHECK_EQ_LONG(drained(b), 0);
-		CHECK_EQ_LONG(drained(a), 0);
-		CHECK_EQ_LONG(drained(tally_memcg_root(t)), 0);
-		REQUIRE(tally_memcg_tree_info(t, &info) == 0);
-		CHECK_EQ_ULONG(info.underflows, ret == 0);
-	}
+	uncharge_one_byte_too_many(t, b);
+	CHECK_EQ_LONG(drained(a), 0);
 	CHECK_EQ_LONG(tally_memcg_charge(b, 10000, 0), 0);
 	REQUIRE(tally_memcg_drain(tally_memcg_root(t)) == 0);
 	/* More than the usage and than two batches of a stock. */
@@ -425,7 +431,9 @@ TEST(over_uncharge_is_refused_erange_with_nothing_changed)
 	CHECK_EQ_LONG(drained(tally_memcg_root(t)), 10000);
 	CHECK_EQ_LONG(tally_memcg_uncharge(b, 10000), 0);
 	CHECK_EQ_LONG(drained(tally_memcg_root(t)), 0);
-	CHECK_EQ_LONG(tally_memcg_uncharge(a, 1), -ERANGE);
+	uncharge_one_byte_too_many(t, a);
+	/* Bigger than two batches: it cannot hide in a stock. */
+	CHECK_EQ_LONG(tally_memcg_uncharge(a, 3 * 4096), -ERANGE);
 	CHECK_EQ_LONG(drained(tally_memcg_root(t)), 0);
 	tally_memcg_tree_destroy(t);
 }
@@ -869,10 +877,14 @@ TEST(reclaim_takes_from_low_protected_groups_last_never_below_min)
 	s.log.nr_frees = 1;
 	CHECK_EQ_LONG(tally_memcg_charge(s.b, 200 * KB, 0), 0);
 	first_a = log_first(&s.log, s.a);
-	CHECK(first_a > 0);
+	if (!CHECK(first_a > 0))
+		for (int i = 0; i < s.log.nr; i++)
+			harness_log("call %d: %s asked %ld", i,
+				    s.log.who[i] == s.a ? "a" : "b",
+				    s.log.asked[i]);
 	CHECK(log_first(&s.log, s.b) == 0);
 	/* Every call to b (unprotected) came before the first to a. */
-	for (int i = first_a; i < s.log.nr; i++)
+	for (int i = first_a < 0 ? s.log.nr : first_a; i < s.log.nr; i++)
 		CHECK(s.log.who[i] != s.b);
 	CHECK(!s.log.below_floor);
 	for (int i = 0; i < s.log.nr; i++)
@@ -1516,8 +1528,9 @@ TEST(render_json_parses_and_holds_the_values_of_forced_reads)
 					ok = json_value(flat, n, NULL, NULL,
 							&v) && v == local[e];
 				else if (all)
-					ok = json_value(flat, n, NULL, "local",
-							&v) && v == hier[e] &&
+					ok = json_value(flat, n, "events",
+							"local", &v) &&
+					     v == hier[e] &&
 					     json_value(flat, n, "local", NULL,
 							&v) && v == local[e];
 				if (!CHECK(ok))

@@ -151,7 +151,7 @@ static bool seq_create(struct seq *s, int i)
 					      &s->g[i].g), 0))
 		return false;
 	s->g[i].usage = 0;
-	s->g[i].max = TALLY_MEMCG_UNLIMITED;
+	s->g[i].max = seq_max[i];
 	s->g[i].high = TALLY_MEMCG_UNLIMITED;
 	s->g[i].forced = s->g[i].forced_ever = false;
 	s->g[i].max_ever = seq_max[i];
@@ -172,11 +172,9 @@ static bool seq_init(struct seq *s, struct tally_domain *d, long batch)
 	s->g[0].g = tally_memcg_root(s->t);
 	s->g[0].max = s->g[0].high = TALLY_MEMCG_UNLIMITED;
 	s->g[0].max_ever = TALLY_MEMCG_UNLIMITED;
-	for (int i = 1; i < SEQ_GROUPS; i++) {
+	for (int i = 1; i < SEQ_GROUPS; i++)
 		if (!seq_create(s, i))
 			return false;
-		s->g[i].max = seq_max[i];
-	}
 	return true;
 }
 
@@ -228,13 +226,33 @@ static bool seq_check_reads(struct seq *s, long step)
 	return true;
 }
 
-/* Does @n fit under every max of @slot's chain? */
-static bool seq_fits(const struct seq *s, int slot, long n)
+/*
+ * Does @n fit under every max of @slot's chain?  1 if it does, 0 if not,
+ * -1 if it only exceeds levels that a NOFAIL charge pushed over max since
+ * the last drain: their stocks were charged before and may serve it (the
+ * exact usage then grows towards the page counter, which stays put).
+ */
+static int seq_fits(const struct seq *s, int slot, long n)
 {
-	for (int i = slot; i >= 0; i = seq_parent[i])
-		if (s->g[i].usage + n > s->g[i].max)
-			return false;
-	return true;
+	int fits = 1;
+
+	for (int i = slot; i >= 0; i = seq_parent[i]) {
+		if (s->g[i].usage + n <= s->g[i].max)
+			continue;
+		if (!s->g[i].forced)
+			return 0;
+		fits = -1;
+	}
+	return fits;
+}
+
+static long seq_approx(const struct seq *s, int i)
+{
+	struct tally_memcg_range r = { .value = LONG_MIN };
+
+	CHECK_EQ_LONG(tally_memcg_usage(s->g[i].g, TALLY_MEMCG_READ_APPROX,
+					&r), 0);
+	return r.value;
 }
 
 static bool seq_bigger_than_a_max(const struct seq *s, int slot, long n)
@@ -258,13 +276,20 @@ static bool seq_some_level_above_high(const struct seq *s, int slot)
 	return false;
 }
 
+static void seq_reread_max_events(struct seq *s)
+{
+	for (int i = 0; i < SEQ_GROUPS; i++)
+		s->g[i].local_max_events = util_memcg_event(
+			s->g[i].g, TALLY_MEMCG_EVENT_MAX, true);
+}
+
 static bool seq_charge(struct seq *s, long step)
 {
 	int slot = 1 + (int)rng_below(&s->r, SEQ_GROUPS - 1);
 	int cpu = pick_cpu(&s->r, s->nr_cpus);
 	unsigned int flags = 0;
-	long n;
-	int ret;
+	long n, before[SEQ_GROUPS];
+	int ret, fits;
 
 	if (rng_below(&s->r, 50) == 0)
 		slot = 0;
@@ -284,30 +309,48 @@ static bool seq_charge(struct seq *s, long step)
 		flags |= TALLY_MEMCG_NORECLAIM;
 	if (s->nr_allocs == SEQ_ALLOCS)
 		return true;
+	fits = seq_fits(s, slot, n);
+	for (int i = slot; i >= 0; i = seq_parent[i])
+		before[i] = seq_approx(s, i);
 	ret = charge_on(s->g[slot].g, cpu, n, flags);
+	if (fits < 0 && !(flags & TALLY_MEMCG_NOFAIL)) {
+		if (ret == -ENOMEM) {
+			s->refusals++;
+			seq_reread_max_events(s);
+			return true;
+		}
+		/* Served by a stock: no page counter above max went up. */
+		for (int i = slot; i >= 0; i = seq_parent[i]) {
+			long now = seq_approx(s, i);
+
+			if (!CHECK(now <= s->g[i].max || now <= before[i])) {
+				harness_log("group %d page counter %ld -> %ld",
+					    i, before[i], now);
+				goto fail;
+			}
+		}
+	}
 	if ((flags & TALLY_MEMCG_NOFAIL) && seq_bigger_than_a_max(s, slot, n)) {
 		if (!CHECK_EQ_LONG(ret, -E2BIG))
 			goto fail;
 		/* Whether it counts a max event is not said: re-read. */
-		for (int i = 0; i < SEQ_GROUPS; i++)
-			s->g[i].local_max_events = util_memcg_event(
-				s->g[i].g, TALLY_MEMCG_EVENT_MAX, true);
+		seq_reread_max_events(s);
 		return true;
 	}
-	if (!(flags & TALLY_MEMCG_NOFAIL) && !seq_fits(s, slot, n)) {
-		long before[SEQ_GROUPS], bumped = 0;
+	if (!(flags & TALLY_MEMCG_NOFAIL) && !fits) {
+		long events[SEQ_GROUPS], bumped = 0;
 
 		if (!CHECK_EQ_LONG(ret, -ENOMEM))
 			goto fail;
 		s->refusals++;
 		/* One max event, on a level of the chain that is full. */
 		for (int i = 0; i < SEQ_GROUPS; i++) {
-			before[i] = s->g[i].local_max_events;
+			events[i] = s->g[i].local_max_events;
 			s->g[i].local_max_events = util_memcg_event(
 				s->g[i].g, TALLY_MEMCG_EVENT_MAX, true);
 		}
 		for (int i = 0; i < SEQ_GROUPS; i++) {
-			long d = s->g[i].local_max_events - before[i];
+			long d = s->g[i].local_max_events - events[i];
 
 			if (!d)
 				continue;
@@ -338,8 +381,9 @@ fail:
 	harness_log("step %ld: charge of %ld to group %d (flags %#x cpu %d) "
 		    "returned %d", step, n, slot, flags, cpu, ret);
 	for (int i = slot; i >= 0; i = seq_parent[i])
-		harness_log("  group %d usage %ld max %ld", i, s->g[i].usage,
-			    s->g[i].max);
+		harness_log("  group %d usage %ld max %ld%s", i, s->g[i].usage,
+			    s->g[i].max, s->g[i].forced ?
+			    " (NOFAIL since the last drain)" : "");
 	return false;
 }
 
@@ -440,7 +484,7 @@ static bool seq_destroy(struct seq *s, long step)
 static void run_sequential(struct tally_domain *d, long batch, uint64_t stream)
 {
 	struct seq *s = calloc(1, sizeof(*s));
-	long steps = harness_scale(20000);
+	long steps = harness_scale(60000);
 	struct tally_memcg_info info;
 	long hier[TALLY_MEMCG_NR_EVENTS], local[TALLY_MEMCG_NR_EVENTS];
 	long sum_local[TALLY_MEMCG_NR_EVENTS] = { 0 };

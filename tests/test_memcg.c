@@ -1653,3 +1653,122 @@ TEST(fork_child_charges_drains_and_destroys_an_inherited_tree)
 	CHECK_EQ_LONG(drained(tally_memcg_root(t)), 0);
 	tally_memcg_tree_destroy(t);
 }
+
+/* ------------------------------------------------------------------ */
+/* 5. Smaller promises                                                */
+/* ------------------------------------------------------------------ */
+
+TEST(create_refuses_a_chain_deeper_than_max_depth)
+{
+	struct tally_memcg_tree *t = tree_new(NULL, 0);
+	struct tally_memcg *g, *out = NULL;
+	char path[4 * (TALLY_MEMCG_MAX_DEPTH + 1)];
+
+	REQUIRE(t);
+	g = tally_memcg_root(t);
+	for (unsigned int depth = 1; depth <= TALLY_MEMCG_MAX_DEPTH; depth++)
+		REQUIRE(tally_memcg_create(g, "d", &g) == 0);
+	CHECK_EQ_LONG(tally_memcg_create(g, "d", &out), -EINVAL);
+	CHECK(out == NULL || out == g);
+	CHECK_EQ_LONG(tally_memcg_path(g, path, sizeof(path)),
+		      2 * TALLY_MEMCG_MAX_DEPTH - 1);
+	CHECK_EQ_LONG(tally_memcg_find(t, path, &out), 0);
+	CHECK(out == g);
+	/* The deepest group charges its whole chain. */
+	CHECK_EQ_LONG(tally_memcg_charge(g, 12345, 0), 0);
+	CHECK_EQ_LONG(drained(tally_memcg_root(t)), 12345);
+	CHECK_EQ_LONG(tally_memcg_uncharge(g, 12345), 0);
+	CHECK_EQ_LONG(drained(tally_memcg_root(t)), 0);
+	tally_memcg_tree_destroy(t);
+}
+
+TEST(peak_holds_the_highest_page_counter_and_reset_lowers_it)
+{
+	struct tally_memcg_tree *t = exact_tree();
+	struct tally_memcg *g;
+	long peak;
+
+	REQUIRE(t);
+	g = group_new(tally_memcg_root(t), "g");
+	REQUIRE(g);
+	CHECK_EQ_LONG(tally_memcg_peak(g, false), 0);
+	REQUIRE(tally_memcg_charge(g, 300 * KB, 0) == 0);
+	REQUIRE(tally_memcg_uncharge(g, 200 * KB) == 0);
+	peak = tally_memcg_peak(g, false);
+	/* The page counter: the stocks' few bytes at most above. */
+	CHECK(peak >= 300 * KB && peak <= 300 * KB + 2048);
+	CHECK_EQ_LONG(tally_memcg_peak(g, true), peak);
+	REQUIRE(tally_memcg_drain(g) == 0);
+	peak = tally_memcg_peak(g, false);
+	CHECK(peak >= 100 * KB && peak <= 100 * KB + 2048);
+	REQUIRE(tally_memcg_uncharge(g, 100 * KB) == 0);
+	CHECK(tally_memcg_peak(g, false) >= 100 * KB);
+	CHECK(tally_memcg_peak(tally_memcg_root(t), false) >= 300 * KB);
+	tally_memcg_tree_destroy(t);
+}
+
+TEST(high_delay_names_the_level_furthest_above_high_relatively)
+{
+	struct tally_memcg_tree *t = exact_tree();
+	struct tally_memcg *p, *c;
+	struct tally_memcg_throttle th;
+
+	REQUIRE(t);
+	p = group_new(tally_memcg_root(t), "p");
+	c = group_new(p, "c");
+	REQUIRE(p && c);
+	/* c: 1.2 MiB over 1 MiB (20%); p: 1.2 MiB over 800 KiB (50%). */
+	REQUIRE(set_limit(c, TALLY_MEMCG_HIGH, MB));
+	REQUIRE(set_limit(p, TALLY_MEMCG_HIGH, 800 * KB));
+	REQUIRE(tally_memcg_charge(c, 1228800, 0) == TALLY_MEMCG_OVER_HIGH);
+	REQUIRE(tally_memcg_high_delay(c, 4096, &th) == 0);
+	CHECK(th.group == p);
+	/* over is the largest absolute overage of the chain: p's 400 KiB. */
+	CHECK(th.over >= 1228800 - 800 * KB && th.over <= 1228800 - 800 * KB
+	      + 2048);
+	/* Lifted, c is the only one above. */
+	REQUIRE(set_limit(p, TALLY_MEMCG_HIGH, TALLY_MEMCG_UNLIMITED));
+	REQUIRE(tally_memcg_high_delay(c, 4096, &th) == 0);
+	CHECK(th.group == c);
+	CHECK(th.over >= 1228800 - MB && th.over <= 1228800 - MB + 2048);
+	/* Asked about p, c's overage is not p's. */
+	REQUIRE(tally_memcg_high_delay(p, 4096, &th) == 0);
+	CHECK(th.group == NULL);
+	CHECK_EQ_LONG(th.over, 0);
+	CHECK_EQ_LONG(th.delay_ns, 0);
+	tally_memcg_tree_destroy(t);
+}
+
+TEST(stats_of_a_destroyed_group_stay_in_its_ancestors_and_later_go_to_them)
+{
+	struct tally_memcg_tree *t = tree_new(NULL, 0);
+	struct tally_memcg *p, *c;
+	long hier, local;
+
+	REQUIRE(t);
+	p = group_new(tally_memcg_root(t), "p");
+	c = group_new(p, "c");
+	REQUIRE(p && c);
+	CHECK_EQ_LONG(tally_memcg_stat_mod(c, TALLY_MEMCG_ANON, 4096), 0);
+	CHECK_EQ_LONG(tally_memcg_stat_mod(c, TALLY_MEMCG_PGFAULT, 3), 0);
+	CHECK_EQ_LONG(tally_memcg_stat_mod(p, TALLY_MEMCG_ANON, 100), 0);
+	CHECK_EQ_LONG(tally_memcg_destroy(c), 0);
+	CHECK_EQ_LONG(tally_memcg_stat_read(p, TALLY_MEMCG_ANON,
+					    TALLY_FLUSH_FORCE, &hier, &local), 0);
+	CHECK_EQ_LONG(hier, 4196);
+	CHECK_EQ_LONG(local, 100);
+	CHECK_EQ_LONG(tally_memcg_stat_read(p, TALLY_MEMCG_PGFAULT,
+					    TALLY_FLUSH_FORCE, &hier, NULL), 0);
+	CHECK_EQ_LONG(hier, 3);
+	/* Later updates through the handle land in the parent. */
+	CHECK_EQ_LONG(tally_memcg_stat_mod(c, TALLY_MEMCG_ANON, -4096), 0);
+	CHECK_EQ_LONG(tally_memcg_stat_read(p, TALLY_MEMCG_ANON,
+					    TALLY_FLUSH_FORCE, &hier, &local), 0);
+	CHECK_EQ_LONG(hier, 100);
+	CHECK_EQ_LONG(local, 100 - 4096);
+	CHECK_EQ_LONG(tally_memcg_stat_read(tally_memcg_root(t),
+					    TALLY_MEMCG_ANON, TALLY_FLUSH_FORCE,
+					    &hier, NULL), 0);
+	CHECK_EQ_LONG(hier, 100);
+	tally_memcg_tree_destroy(t);
+}

@@ -630,7 +630,15 @@ struct con_run {
 	int stop, stop_signals;
 	long false_refusals, over_max, bad_returns;
 	unsigned long handled, handler_failed;
+	/*
+	 * The toggled max of CON_TOGGLED: (generation << 32) | KiB, the max
+	 * in force since its set_limit() returned, published before a raise
+	 * and after a lowering.
+	 */
+	unsigned long bound;
+	long lowered, busy, false_busy;
 };
+
 
 #define CLAIM_MASK 0xffffffffUL
 
@@ -804,6 +812,75 @@ static void *con_signaller_main(void *arg)
 	return NULL;
 }
 
+/* A1's max goes between con_max[] and this, if the run toggles it. */
+enum { CON_TOGGLED = 2 };
+static const long con_toggled_low = 768 * KB;
+
+static void con_publish_bound(struct con_run *run, long max)
+{
+	unsigned long old = __atomic_load_n(&run->bound, __ATOMIC_SEQ_CST);
+
+	__atomic_store_n(&run->bound, ((old >> 32) + 1) << 32 |
+			 (unsigned long)(max / KB), __ATOMIC_SEQ_CST);
+}
+
+/*
+ * Lower and raise A1's max while threads charge it.  Lowering drains,
+ * then refuses (-EBUSY) a max below the exact usage: false for sure when
+ * the claimed bound stayed under the threshold for the whole call.
+ */
+static void *con_toggler_main(void *arg)
+{
+	struct con_run *run = arg;
+	struct con_group *g = &run->g[CON_TOGGLED];
+	const struct timespec pause = { 0, 200000 };
+
+	while (!con_stopped(&run->stop)) {
+		unsigned long before;
+		int ret;
+
+		con_publish_bound(run, con_max[CON_TOGGLED]);
+		if (tally_memcg_set_limit(g->g, TALLY_MEMCG_MAX,
+					  con_max[CON_TOGGLED]))
+			__atomic_add_fetch(&run->bad_returns, 1,
+					   __ATOMIC_RELAXED);
+		nanosleep(&pause, NULL);
+		before = __atomic_load_n(&g->claim, __ATOMIC_SEQ_CST);
+		ret = tally_memcg_set_limit(g->g, TALLY_MEMCG_MAX,
+					    con_toggled_low);
+		if (!ret) {
+			con_publish_bound(run, con_toggled_low);
+			run->lowered++;
+		} else if (ret == -EBUSY) {
+			run->busy++;
+			if ((long)(before & CLAIM_MASK) <= g->threshold &&
+			    __atomic_load_n(&g->claim, __ATOMIC_SEQ_CST) >> 32 ==
+			    before >> 32 && ++run->false_busy <= 5)
+				harness_log("false -EBUSY: claimed %lu <= %ld",
+					    before & CLAIM_MASK, g->threshold);
+		} else {
+			__atomic_add_fetch(&run->bad_returns, 1,
+					   __ATOMIC_RELAXED);
+		}
+		nanosleep(&pause, NULL);
+	}
+	return NULL;
+}
+
+/* What threads hold of A1 is under the max in force. */
+static void con_check_toggled(struct con_run *run)
+{
+	unsigned long b1 = __atomic_load_n(&run->bound, __ATOMIC_SEQ_CST);
+	long committed = __atomic_load_n(&run->g[CON_TOGGLED].committed,
+					 __ATOMIC_SEQ_CST);
+	unsigned long b2 = __atomic_load_n(&run->bound, __ATOMIC_SEQ_CST);
+	long bound = (long)(b1 & CLAIM_MASK) * KB;
+
+	if (b1 == b2 && b1 && committed > bound &&
+	    __atomic_add_fetch(&run->over_max, 1, __ATOMIC_RELAXED) <= 5)
+		harness_log("A1 holds %ld over its max %ld", committed, bound);
+}
+
 /* Usage is never above max, sampled with every read. */
 static void *con_checker_main(void *arg)
 {
@@ -836,17 +913,19 @@ static void *con_checker_main(void *arg)
 						    rp.value, rd.value);
 			}
 		}
+		con_check_toggled(run);
 		nanosleep(&pause, NULL);
 	}
 	return NULL;
 }
 
-static void run_concurrent(unsigned int nr_cpus, long batch, uint64_t stream)
+static void run_concurrent(unsigned int nr_cpus, long batch, uint64_t stream,
+			   bool toggle)
 {
 	struct con_run *run = calloc(1, sizeof(*run));
 	struct tally_domain *d = nr_cpus ? util_domain(nr_cpus) : NULL;
 	struct sigaction sa, old_sa;
-	pthread_t signaller, checker;
+	pthread_t signaller, checker, toggler;
 	long held[CON_GROUPS] = { 0 }, refusals = 0, ops = 0;
 	struct tally_memcg_info info;
 	long slack = CON_THREADS * 2 * batch;
@@ -870,6 +949,8 @@ static void run_concurrent(unsigned int nr_cpus, long batch, uint64_t stream)
 			goto out;
 		run->g[i].threshold = con_max[i] - slack;
 	}
+	if (toggle)
+		run->g[CON_TOGGLED].threshold = con_toggled_low - slack;
 	REQUIRE(charge_on(run->g[CON_H].g, pick_cpu(&(struct rng){ 1 },
 						    nr_cpus),
 			  con_reserve, 0) == 0);
@@ -889,6 +970,9 @@ static void run_concurrent(unsigned int nr_cpus, long batch, uint64_t stream)
 	}
 	REQUIRE(pthread_create(&signaller, NULL, con_signaller_main, run) == 0);
 	REQUIRE(pthread_create(&checker, NULL, con_checker_main, run) == 0);
+	if (toggle)
+		REQUIRE(pthread_create(&toggler, NULL, con_toggler_main, run)
+			== 0);
 	usleep((useconds_t)harness_scale(700000));
 	__atomic_store_n(&run->stop_signals, 1, __ATOMIC_RELAXED);
 	pthread_join(signaller, NULL);
@@ -896,6 +980,11 @@ static void run_concurrent(unsigned int nr_cpus, long batch, uint64_t stream)
 	for (int i = 0; i < CON_THREADS; i++)
 		pthread_join(run->w[i].th, NULL);
 	pthread_join(checker, NULL);
+	if (toggle) {
+		pthread_join(toggler, NULL);
+		CHECK_EQ_LONG(run->false_busy, 0);
+		CHECK(run->lowered > 0 && run->busy > 0);
+	}
 	sigaction(SIGUSR1, &old_sa, NULL);
 	alarm(0);
 
@@ -916,6 +1005,18 @@ static void run_concurrent(unsigned int nr_cpus, long batch, uint64_t stream)
 	held[CON_H] += con_reserve;
 	held[0] += con_reserve;
 	CHECK(refusals > 0);	/* it ran near the limits */
+	/* Quiescent: both cheap reads' intervals hold the exact usage. */
+	for (int i = 0; i < CON_GROUPS; i++)
+		for (int mode = TALLY_MEMCG_READ_APPROX;
+		     mode <= TALLY_MEMCG_READ_PRECISE; mode++) {
+			struct tally_memcg_range rr;
+
+			if (!CHECK_EQ_LONG(tally_memcg_usage(run->g[i].g, mode,
+							     &rr), 0) ||
+			    !CHECK_LE_LONG(rr.min, held[i]) ||
+			    !CHECK_LE_LONG(held[i], rr.max))
+				harness_log("group %d mode %d", i, mode);
+		}
 	for (int i = CON_GROUPS - 1; i >= 0; i--)
 		if (!CHECK_EQ_LONG(util_memcg_usage(run->g[i].g,
 						    TALLY_MEMCG_READ_DRAIN),
@@ -947,8 +1048,10 @@ static void run_concurrent(unsigned int nr_cpus, long batch, uint64_t stream)
 out:
 	if (harness_test_failed())
 		harness_log("%u simulated CPUs (0: system), batch %ld, "
-			    "%ld ops, %ld refusals, %lu handler pairs",
-			    nr_cpus, batch, ops, refusals, run->handled);
+			    "%ld ops, %ld refusals, %lu handler pairs, max "
+			    "lowered %ld times, refused %ld", nr_cpus, batch,
+			    ops, refusals, run->handled, run->lowered,
+			    run->busy);
 	if (run->t)
 		tally_memcg_tree_destroy(run->t);
 	free(run);
@@ -957,17 +1060,17 @@ out:
 
 TEST(concurrent_charges_never_exceed_max_refuse_only_when_full_system)
 {
-	run_concurrent(0, 4096, 0);
+	run_concurrent(0, 4096, 0, true);
 }
 
 TEST(concurrent_charges_never_exceed_max_refuse_only_when_full_64_cpus)
 {
-	run_concurrent(64, 4096, 1);
+	run_concurrent(64, 4096, 1, true);
 }
 
 TEST(concurrent_charges_never_exceed_max_refuse_only_when_full_384_cpus)
 {
-	run_concurrent(384, 2048, 2);
+	run_concurrent(384, 2048, 2, false);
 }
 
 /* ------------------------------------------------------------------ */

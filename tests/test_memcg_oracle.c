@@ -1077,10 +1077,11 @@ TEST(concurrent_charges_never_exceed_max_refuse_only_when_full_384_cpus)
 /* Destroy with charges in flight                                     */
 /* ------------------------------------------------------------------ */
 
-enum { CD_THREADS = 4, CD_ALLOCS = 64 };
+enum { CD_THREADS = 6, CD_ALLOCS = 64 };
 
 struct cd_worker {
 	struct tally_memcg *x;
+	unsigned int nr_cpus;
 	int *stop;
 	struct { struct tally_memcg *h; long n; } a[CD_ALLOCS];
 	int nr;
@@ -1097,7 +1098,8 @@ static void *cd_worker_main(void *arg)
 	while (!con_stopped(w->stop)) {
 		if (w->nr < CD_ALLOCS && rng_below(&r, 100) < 60) {
 			long n = 1 + (long)rng_below(&r, 8 * KB);
-			int ret = tally_memcg_charge(w->x, n, 0);
+			int ret = charge_on(w->x, pick_cpu(&r, w->nr_cpus), n,
+					    0);
 
 			if (ret >= 0) {
 				w->over_high += ret == TALLY_MEMCG_OVER_HIGH;
@@ -1110,7 +1112,8 @@ static void *cd_worker_main(void *arg)
 		} else if (w->nr) {
 			int k = (int)rng_below(&r, (uint64_t)w->nr);
 
-			if (tally_memcg_uncharge(w->a[k].h, w->a[k].n))
+			if (uncharge_on(w->a[k].h, pick_cpu(&r, w->nr_cpus),
+					w->a[k].n))
 				w->bad++;
 			w->a[k] = w->a[--w->nr];
 		}
@@ -1118,12 +1121,19 @@ static void *cd_worker_main(void *arg)
 	return NULL;
 }
 
-TEST(destroy_with_charges_in_flight_loses_no_charge_and_no_event)
+/*
+ * @rounds times: threads charge and uncharge a new child x of p while
+ * the main thread destroys x after @pause_us; the threads go on through
+ * x's handle, then stop.  @nr_cpus simulated CPUs (0: the system's).
+ */
+static void run_destroy_in_flight(unsigned int nr_cpus, long rounds,
+				  useconds_t pause_us)
 {
-	struct tally_memcg_tree *t = tree_on(NULL, 1024);
+	struct tally_domain *d = nr_cpus ? util_domain(nr_cpus) : NULL;
+	struct tally_memcg_tree *t = tree_on(d, 1024);
 	struct cd_worker w[CD_THREADS];
 	struct tally_memcg *p;
-	long rounds = harness_scale(20), over_high = 0, charged = 0, high;
+	long over_high = 0, charged = 0, high, round, failed = 0;
 	struct tally_memcg_info info;
 
 	REQUIRE(t);
@@ -1131,7 +1141,7 @@ TEST(destroy_with_charges_in_flight_loses_no_charge_and_no_event)
 	REQUIRE(tally_memcg_set_limit(p, TALLY_MEMCG_MAX, MB) == 0);
 	memset(w, 0, sizeof(w));
 	alarm(300);
-	for (long round = 0; round < rounds; round++) {
+	for (round = 0; round < rounds && failed < 3; round++) {
 		struct tally_memcg *x;
 		int stop = 0;
 		long held = 0;
@@ -1142,14 +1152,15 @@ TEST(destroy_with_charges_in_flight_loses_no_charge_and_no_event)
 		REQUIRE(tally_memcg_set_limit(x, TALLY_MEMCG_HIGH, 64 * KB) == 0);
 		for (int i = 0; i < CD_THREADS; i++) {
 			w[i].x = x;
+			w[i].nr_cpus = nr_cpus;
 			w[i].stop = &stop;
 			w[i].stream = (uint64_t)(round * CD_THREADS + i);
 			REQUIRE(pthread_create(&w[i].th, NULL, cd_worker_main,
 					       &w[i]) == 0);
 		}
-		usleep(10000);
+		usleep(pause_us);
 		CHECK_EQ_LONG(tally_memcg_destroy(x), 0);
-		usleep(10000);
+		usleep(pause_us);
 		__atomic_store_n(&stop, 1, __ATOMIC_RELAXED);
 		for (int i = 0; i < CD_THREADS; i++) {
 			pthread_join(w[i].th, NULL);
@@ -1175,25 +1186,41 @@ TEST(destroy_with_charges_in_flight_loses_no_charge_and_no_event)
 		    !CHECK_EQ_LONG(util_memcg_event(p, TALLY_MEMCG_EVENT_HIGH,
 						    true), high) ||
 		    !CHECK_LE_LONG(over_high, high) ||
-		    !CHECK_LE_LONG(high, charged))
-			harness_log("round %ld", round);
+		    !CHECK_LE_LONG(high, charged)) {
+			harness_log("round %ld (%u simulated CPUs)", round,
+				    nr_cpus);
+			failed++;
+		}
 	}
 	alarm(0);
 	CHECK(over_high > 0);
 	REQUIRE(tally_memcg_tree_info(t, &info) == 0);
 	CHECK_EQ_ULONG(info.groups, 2);
-	CHECK_EQ_ULONG(info.zombies, (unsigned long)rounds);
+	CHECK_EQ_ULONG(info.zombies, (unsigned long)round);
 	/* The destroyed handles still take their uncharges. */
 	for (int i = 0; i < CD_THREADS; i++)
 		for (int j = 0; j < w[i].nr; j++)
-			CHECK_EQ_LONG(tally_memcg_uncharge(w[i].a[j].h,
-							   w[i].a[j].n), 0);
+			CHECK_EQ_LONG(uncharge_on(w[i].a[j].h,
+						  nr_cpus ? (int)(j % nr_cpus) :
+						  -1, w[i].a[j].n), 0);
 	CHECK_EQ_LONG(util_memcg_usage(tally_memcg_root(t),
 				       TALLY_MEMCG_READ_DRAIN), 0);
 	CHECK_EQ_LONG(util_memcg_event(tally_memcg_root(t),
 				       TALLY_MEMCG_EVENT_HIGH, false),
 		      util_memcg_event(p, TALLY_MEMCG_EVENT_HIGH, true));
 	tally_memcg_tree_destroy(t);
+	tally_domain_destroy(d);
+}
+
+TEST(destroy_with_charges_in_flight_loses_no_charge_and_no_event)
+{
+	run_destroy_in_flight(0, harness_scale(20), 10000);
+}
+
+/* Simulated CPUs: the stocks are taken with atomic operations. */
+TEST(destroy_with_charges_in_flight_loses_nothing_on_4_simulated_cpus)
+{
+	run_destroy_in_flight(4, harness_scale(200), 1000);
 }
 
 /* ------------------------------------------------------------------ */

@@ -937,7 +937,7 @@ static void run_concurrent(unsigned int nr_cpus, long batch, uint64_t stream,
 		goto out;
 	run->g[0].g = tally_memcg_root(run->t);
 	for (int i = 1; i < CON_GROUPS; i++) {
-		char name[8];
+		char name[16];
 
 		snprintf(name, sizeof(name), "c%d", i);
 		if (!CHECK_EQ_LONG(tally_memcg_create(run->g[con_parent[i]].g,
@@ -1315,7 +1315,7 @@ TEST(protection_equals_the_kernels_documented_rules_on_random_trees)
 		prot_random(&m, &r);
 		g[0] = tally_memcg_root(t);
 		for (int i = 1; i < m.nr; i++) {
-			char name[8];
+			char name[16];
 
 			snprintf(name, sizeof(name), "g%d", i);
 			REQUIRE(tally_memcg_create(g[m.parent[i]], name, &g[i])

@@ -1772,3 +1772,113 @@ TEST(stats_of_a_destroyed_group_stay_in_its_ancestors_and_later_go_to_them)
 	CHECK_EQ_LONG(hier, 100);
 	tally_memcg_tree_destroy(t);
 }
+
+TEST(the_oom_policy_of_the_level_whose_max_was_hit_is_the_one_run)
+{
+	struct tally_memcg_tree *t = exact_tree();
+	struct tally_memcg_oom_policy wait = {
+		.mode = TALLY_MEMCG_OOM_WAIT, .timeout_ns = 3000000000l,
+	};
+	struct tally_memcg *p, *c;
+	double t0;
+
+	REQUIRE(t);
+	p = group_new(tally_memcg_root(t), "p");
+	c = group_new(p, "c");
+	REQUIRE(p && c);
+	REQUIRE(set_limit(p, TALLY_MEMCG_MAX, 64 * KB));
+	REQUIRE(tally_memcg_set_oom_policy(c, &wait) == 0);
+	REQUIRE(tally_memcg_charge(c, 60 * KB, 0) == 0);
+	/* p's max is hit: p's policy (FAIL) runs, c's wait does not. */
+	t0 = harness_now();
+	CHECK_EQ_LONG(tally_memcg_charge(c, 8 * KB, 0), -ENOMEM);
+	CHECK(harness_now() - t0 < 1.5);
+	CHECK_EQ_LONG(util_memcg_event(p, TALLY_MEMCG_EVENT_OOM, true), 1);
+	CHECK_EQ_LONG(util_memcg_event(c, TALLY_MEMCG_EVENT_OOM, true), 0);
+	/* c's own max hit: c waits, and gives up after its timeout. */
+	wait.timeout_ns = 100000000l;
+	REQUIRE(tally_memcg_set_oom_policy(c, &wait) == 0);
+	REQUIRE(set_limit(c, TALLY_MEMCG_MAX, 60 * KB));
+	t0 = harness_now();
+	CHECK_EQ_LONG(tally_memcg_charge(c, 2 * KB, 0), -ENOMEM);
+	CHECK(harness_now() - t0 >= 0.09);
+	CHECK_EQ_LONG(util_memcg_event(c, TALLY_MEMCG_EVENT_OOM, true), 1);
+	CHECK_EQ_LONG(util_memcg_event(p, TALLY_MEMCG_EVENT_OOM, false), 2);
+	tally_memcg_tree_destroy(t);
+}
+
+TEST(noreclaim_over_high_counts_the_event_without_asking_reclaim)
+{
+	struct tally_memcg_tree *t = exact_tree();
+	struct reclaim_log log = { .nr = 0 };
+	struct tally_memcg *g;
+
+	REQUIRE(t);
+	g = group_new(tally_memcg_root(t), "g");
+	REQUIRE(g);
+	REQUIRE(set_limit(g, TALLY_MEMCG_HIGH, 16 * KB));
+	REQUIRE(tally_memcg_set_reclaim(g, reclaim_fn, &log) == 0);
+	CHECK_EQ_LONG(tally_memcg_charge(g, 32 * KB, TALLY_MEMCG_NORECLAIM),
+		      TALLY_MEMCG_OVER_HIGH);
+	CHECK_EQ_LONG(log.nr, 0);
+	CHECK_EQ_LONG(util_memcg_event(g, TALLY_MEMCG_EVENT_HIGH, true), 1);
+	/* NOFAIL over high: the event too. */
+	CHECK_EQ_LONG(tally_memcg_charge(g, 4 * KB, TALLY_MEMCG_NOFAIL |
+					 TALLY_MEMCG_NORECLAIM),
+		      TALLY_MEMCG_OVER_HIGH);
+	CHECK_EQ_LONG(log.nr, 0);
+	CHECK_EQ_LONG(util_memcg_event(g, TALLY_MEMCG_EVENT_HIGH, true), 2);
+	tally_memcg_tree_destroy(t);
+}
+
+TEST(oom_kill_chooses_a_prefer_flagged_task_first)
+{
+	struct tally_memcg_tree *t = exact_tree();
+	struct kill_log log = { 0 };
+	struct tally_memcg_oom_policy pol = {
+		.mode = TALLY_MEMCG_OOM_KILL, .timeout_ns = 500000000l,
+		.kill = kill_fn, .arg = &log,
+	};
+	struct tally_memcg *p;
+	struct oom_task big, small;
+
+	REQUIRE(t);
+	p = group_new(tally_memcg_root(t), "p");
+	REQUIRE(p);
+	REQUIRE(set_limit(p, TALLY_MEMCG_MAX, 128 * KB));
+	REQUIRE(tally_memcg_set_oom_policy(p, &pol) == 0);
+	REQUIRE(oom_task_init(&big, p, 4 * MB, 64 * KB, 0, 0));
+	REQUIRE(oom_task_init(&small, p, 4 * KB, 32 * KB, 0, TALLY_OOM_PREFER));
+	CHECK_EQ_LONG(tally_memcg_charge(p, 64 * KB, 0), 0);
+	REQUIRE(CHECK_EQ_LONG(log.nr, 1));
+	CHECK(log.victims[0] == &small.task);
+	CHECK_EQ_LONG(drained(p), 128 * KB);
+	CHECK_EQ_LONG(tally_memcg_task_detach(&small.task), 0);
+	CHECK_EQ_LONG(tally_memcg_task_detach(&big.task), 0);
+	CHECK_EQ_LONG(tally_memcg_uncharge(p, 64 * KB + big.charged), 0);
+	tally_mm_add(&big.mm, TALLY_MM_ANON, -4 * MB);
+	tally_mm_add(&small.mm, TALLY_MM_ANON, -4 * KB);
+	CHECK_EQ_LONG(tally_mm_destroy(&big.mm), 0);
+	CHECK_EQ_LONG(tally_mm_destroy(&small.mm), 0);
+	CHECK_EQ_LONG(drained(p), 0);
+	tally_memcg_tree_destroy(t);
+}
+
+TEST(render_of_the_root_says_max_for_its_limits)
+{
+	struct tally_memcg_tree *t = exact_tree();
+	char buf[4096];
+	long v;
+
+	REQUIRE(t);
+	REQUIRE(tally_memcg_charge(tally_memcg_root(t), 5000, 0) == 0);
+	REQUIRE(tally_memcg_render(tally_memcg_root(t), TALLY_MEMCG_FILE_LIMITS,
+				   false, buf, sizeof(buf)) > 0);
+	CHECK(text_value(buf, "memory.", "max", &v) &&
+	      v == TALLY_MEMCG_UNLIMITED);
+	CHECK(text_value(buf, "memory.", "current", &v) && v == 5000);
+	CHECK(text_value(buf, "memory.", "min", &v) && v == 0);
+	CHECK(strstr(buf, "max max") != NULL);
+	REQUIRE(tally_memcg_uncharge(tally_memcg_root(t), 5000) == 0);
+	tally_memcg_tree_destroy(t);
+}

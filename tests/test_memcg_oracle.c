@@ -825,6 +825,27 @@ static void con_publish_bound(struct con_run *run, long max)
 }
 
 /*
+ * While A1's max is the lowered one (only this thread changes it), its
+ * page counter, stocks and refills included, stays under it.
+ */
+static void con_watch_lowered(struct con_run *run)
+{
+	double end = harness_now() + 200e-6;
+
+	while (harness_now() < end) {
+		struct tally_memcg_range r;
+
+		if (tally_memcg_usage(run->g[CON_TOGGLED].g,
+				      TALLY_MEMCG_READ_APPROX, &r) == 0 &&
+		    r.value > con_toggled_low &&
+		    __atomic_add_fetch(&run->over_max, 1,
+				       __ATOMIC_RELAXED) <= 5)
+			harness_log("A1's page counter %ld over the max %ld "
+				    "set before", r.value, con_toggled_low);
+	}
+}
+
+/*
  * Lower and raise A1's max while threads charge it.  Lowering drains,
  * then refuses (-EBUSY) a max below the exact usage: false for sure when
  * the claimed bound stayed under the threshold for the whole call.
@@ -851,6 +872,7 @@ static void *con_toggler_main(void *arg)
 		if (!ret) {
 			con_publish_bound(run, con_toggled_low);
 			run->lowered++;
+			con_watch_lowered(run);
 		} else if (ret == -EBUSY) {
 			run->busy++;
 			if ((long)(before & CLAIM_MASK) <= g->threshold &&
@@ -1359,4 +1381,94 @@ TEST(protection_equals_the_kernels_documented_rules_on_random_trees)
 		tally_memcg_tree_destroy(t);
 	}
 	CHECK(scaled > 0);	/* the overcommitted case was exercised */
+}
+
+/* ------------------------------------------------------------------ */
+/* Lowering max while charges reach the page counter                  */
+/* ------------------------------------------------------------------ */
+
+enum { LM_THREADS = 8 };
+
+struct lm_run {
+	struct tally_memcg *g;
+	int stop;
+	long bad;
+};
+
+/* Hold up to 32 KiB, charging 4 KiB at a time, then give it all back. */
+static void *lm_worker_main(void *arg)
+{
+	struct lm_run *run = arg;
+	long held = 0;
+
+	while (!con_stopped(&run->stop)) {
+		if (held < 32 * KB) {
+			int ret = tally_memcg_charge(run->g, 4096,
+						     TALLY_MEMCG_NORECLAIM);
+
+			if (ret == 0)
+				held += 4096;
+			else if (ret != -ENOMEM)
+				run->bad++;
+		} else {
+			if (tally_memcg_uncharge(run->g, held))
+				run->bad++;
+			held = 0;
+		}
+	}
+	if (held && tally_memcg_uncharge(run->g, held))
+		run->bad++;
+	return NULL;
+}
+
+/*
+ * set_limit() publishes the new max and then checks the usage; a charge
+ * must compare against the max after raising the usage (or re-read it),
+ * else one that read the old max before the publication adds after the
+ * check and leaves the usage above the max set.  The thread that lowers
+ * the max watches the page counter until it raises it again.
+ */
+TEST(lowered_max_holds_against_charges_in_flight)
+{
+	struct tally_memcg_tree *t = tree_on(NULL, 1);
+	struct lm_run run = { 0 };
+	pthread_t th[LM_THREADS];
+	double end = harness_now() + (double)harness_scale(1000) / 1000;
+	long lowered = 0, over = 0, worst = 0, tries = 0;
+	/* The threads want up to 256 KiB: lowered, the max is contended. */
+	const long high = 1024 * KB, low = 224 * KB;
+
+	REQUIRE(t);
+	REQUIRE(tally_memcg_create(tally_memcg_root(t), "g", &run.g) == 0);
+	REQUIRE(tally_memcg_set_limit(run.g, TALLY_MEMCG_MAX, high) == 0);
+	for (int i = 0; i < LM_THREADS; i++)
+		REQUIRE(pthread_create(&th[i], NULL, lm_worker_main, &run) == 0);
+	while (harness_now() < end) {
+		tries++;
+		if (tally_memcg_set_limit(run.g, TALLY_MEMCG_MAX, low) == 0) {
+			lowered++;
+			for (int k = 0; k < 20; k++) {
+				long v = util_memcg_usage(run.g,
+							  TALLY_MEMCG_READ_APPROX);
+
+				if (v > low) {
+					over++;
+					worst = v > worst ? v : worst;
+				}
+			}
+		}
+		CHECK_EQ_LONG(tally_memcg_set_limit(run.g, TALLY_MEMCG_MAX,
+						    high), 0);
+		sched_yield();
+	}
+	__atomic_store_n(&run.stop, 1, __ATOMIC_RELAXED);
+	for (int i = 0; i < LM_THREADS; i++)
+		pthread_join(th[i], NULL);
+	CHECK_EQ_LONG(run.bad, 0);
+	CHECK(lowered > 0);
+	if (!CHECK_EQ_LONG(over, 0))
+		harness_log("page counter up to %ld over a max of %ld, %ld "
+			    "lowerings of %ld", worst, low, lowered, tries);
+	CHECK_EQ_LONG(util_memcg_usage(run.g, TALLY_MEMCG_READ_DRAIN), 0);
+	tally_memcg_tree_destroy(t);
 }

@@ -1475,3 +1475,72 @@ TEST(lowered_max_holds_against_charges_in_flight)
 	CHECK_EQ_LONG(util_memcg_usage(run.g, TALLY_MEMCG_READ_DRAIN), 0);
 	tally_memcg_tree_destroy(t);
 }
+
+/* ------------------------------------------------------------------ */
+/* Lock-free reads while groups are destroyed                         */
+/* ------------------------------------------------------------------ */
+
+struct walk_run {
+	struct tally_memcg *root;
+	int stop;
+	long reads, bad;
+};
+
+static void *walk_reader_main(void *arg)
+{
+	struct walk_run *run = arg;
+
+	while (!con_stopped(&run->stop)) {
+		for (int mode = TALLY_MEMCG_READ_APPROX;
+		     mode <= TALLY_MEMCG_READ_PRECISE; mode++) {
+			struct tally_memcg_range r;
+
+			if (tally_memcg_usage(run->root, mode, &r) ||
+			    r.value < 0 || r.min > r.value || r.value > r.max)
+				__atomic_add_fetch(&run->bad, 1,
+						   __ATOMIC_RELAXED);
+		}
+		__atomic_add_fetch(&run->reads, 1, __ATOMIC_RELAXED);
+	}
+	return NULL;
+}
+
+/*
+ * READ_APPROX and READ_PRECISE walk the subtree without a lock (they are
+ * documented async-signal-safe) while tally_memcg_destroy() frees the
+ * stocks of the groups it removes: the walk must never touch a freed or
+ * cleared stock.  Many simulated CPUs make each group's stock walk long.
+ */
+TEST(cheap_reads_of_the_root_survive_concurrent_destroys)
+{
+	struct tally_domain *d = util_domain(384);
+	struct tally_memcg_tree *t = tree_on(d, 4096);
+	struct walk_run run = { 0 };
+	pthread_t th[2];
+	long rounds = harness_scale(2000);
+
+	REQUIRE(t);
+	run.root = tally_memcg_root(t);
+	for (int i = 0; i < 2; i++)
+		REQUIRE(pthread_create(&th[i], NULL, walk_reader_main, &run)
+			== 0);
+	for (long k = 0; k < rounds; k++) {
+		struct tally_memcg *g;
+		char name[32];
+
+		snprintf(name, sizeof(name), "g%ld", k);
+		REQUIRE(tally_memcg_create(run.root, name, &g) == 0);
+		for (unsigned int cpu = 0; cpu < 384; cpu += 7)
+			CHECK_EQ_LONG(tally_memcg_charge_cpu(g, cpu, 100, 0), 0);
+		CHECK_EQ_LONG(tally_memcg_destroy(g), 0);
+		CHECK_EQ_LONG(tally_memcg_uncharge_cpu(g, 0, 100 * 55), 0);
+	}
+	__atomic_store_n(&run.stop, 1, __ATOMIC_RELAXED);
+	for (int i = 0; i < 2; i++)
+		pthread_join(th[i], NULL);
+	CHECK_EQ_LONG(run.bad, 0);
+	CHECK(run.reads > 0);
+	CHECK_EQ_LONG(util_memcg_usage(run.root, TALLY_MEMCG_READ_DRAIN), 0);
+	tally_memcg_tree_destroy(t);
+	tally_domain_destroy(d);
+}

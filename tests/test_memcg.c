@@ -1882,3 +1882,83 @@ TEST(render_of_the_root_says_max_for_its_limits)
 	REQUIRE(tally_memcg_uncharge(tally_memcg_root(t), 5000) == 0);
 	tally_memcg_tree_destroy(t);
 }
+
+/* Free a victim's charge from another thread, a little later. */
+struct late_kill {
+	struct kill_log log;
+	struct delayed_uncharge du;
+	pthread_t th;
+	bool started;
+};
+
+static void late_kill_fn(struct tally_memcg *oom_group,
+			 struct tally_memcg_task *victim, void *arg)
+{
+	struct late_kill *lk = arg;
+	struct oom_task *ot = victim->owner;
+
+	lk->log.oom_group = oom_group;
+	if (lk->log.nr < (int)ARRAY_SIZE(lk->log.victims))
+		lk->log.victims[lk->log.nr++] = victim;
+	if (lk->started)
+		return;
+	lk->du = (struct delayed_uncharge){ ot->g, ot->charged, 50000 };
+	ot->charged = 0;
+	lk->started = pthread_create(&lk->th, NULL, delayed_uncharge_main,
+				     &lk->du) == 0;
+}
+
+TEST(oom_kill_waits_for_the_victims_memory_and_picks_among_many_tasks)
+{
+	enum { TASKS = 300 };
+	struct tally_memcg_tree *t = exact_tree();
+	struct late_kill lk = { .started = false };
+	struct tally_memcg_oom_policy pol = {
+		.mode = TALLY_MEMCG_OOM_KILL, .timeout_ns = 3000000000l,
+		.kill = late_kill_fn, .arg = &lk,
+	};
+	struct oom_task *ot = calloc(TASKS, sizeof(*ot));
+	struct tally_memcg *p, *kids[3];
+	double t0, dt;
+
+	REQUIRE(t && ot);
+	p = group_new(tally_memcg_root(t), "p");
+	REQUIRE(p);
+	for (int i = 0; i < 3; i++) {
+		char name[8] = "k0";
+
+		name[1] = (char)('0' + i);
+		kids[i] = group_new(p, name);
+		REQUIRE(kids[i]);
+	}
+	REQUIRE(set_limit(p, TALLY_MEMCG_MAX, MB));
+	REQUIRE(tally_memcg_set_oom_policy(p, &pol) == 0);
+	/* Badness grows with the index but for the worst, number 137. */
+	for (int i = 0; i < TASKS; i++)
+		REQUIRE(oom_task_init(&ot[i], kids[i % 3], 4096 * (1 + i) +
+				      (i == 137 ? 64 * MB : 0), 2048, 0, 0));
+	REQUIRE(tally_memcg_charge(p, MB - TASKS * 2048, 0) == 0);
+	t0 = harness_now();
+	CHECK_EQ_LONG(tally_memcg_charge(kids[0], 1024, 0), 0);
+	dt = harness_now() - t0;
+	REQUIRE(CHECK_EQ_LONG(lk.log.nr, 1));
+	CHECK(lk.log.victims[0] == &ot[137].task);
+	CHECK(dt >= 0.045 && dt < 3.0);	/* it waited for the uncharge */
+	if (lk.started)
+		pthread_join(lk.th, NULL);
+	CHECK_EQ_LONG(util_memcg_event(kids[137 % 3],
+				       TALLY_MEMCG_EVENT_OOM_KILL, true), 1);
+	CHECK_EQ_LONG(drained(p), MB - 2048 + 1024);
+	for (int i = 0; i < TASKS; i++) {
+		CHECK_EQ_LONG(tally_memcg_task_detach(&ot[i].task), 0);
+		if (ot[i].charged)
+			CHECK_EQ_LONG(tally_memcg_uncharge(ot[i].g,
+							   ot[i].charged), 0);
+		tally_mm_add(&ot[i].mm, TALLY_MM_ANON,
+			     -tally_mm_precise(&ot[i].mm, TALLY_MM_ALL));
+		CHECK_EQ_LONG(tally_mm_destroy(&ot[i].mm), 0);
+	}
+	CHECK_EQ_LONG(drained(p), MB - TASKS * 2048 + 1024);
+	tally_memcg_tree_destroy(t);
+	free(ot);
+}

@@ -183,6 +183,8 @@ TEST(find_resolves_paths_and_refuses_empty_components_and_unknown_names)
 	CHECK_EQ_LONG(tally_memcg_path(root, path, sizeof(path)), 0);
 	CHECK(!strcmp(path, ""));
 	CHECK_EQ_LONG(tally_memcg_path(b, path, 3), -ENOSPC);
+	CHECK_EQ_LONG(tally_memcg_path(b, path, 0), -ENOSPC);
+	CHECK_EQ_LONG(tally_memcg_path(root, path, 0), -ENOSPC);
 	CHECK_EQ_LONG(tally_memcg_path(b, path, 4), 3);
 	CHECK_EQ_LONG(tally_memcg_path(NULL, path, sizeof(path)), -EINVAL);
 	CHECK_EQ_LONG(tally_memcg_path(b, NULL, sizeof(path)), -EINVAL);
@@ -719,6 +721,11 @@ TEST(high_delay_is_zero_under_high_grows_with_the_overage_up_to_2s)
 	charged += 256 * MB;
 	REQUIRE(tally_memcg_high_delay(g, 1024 * 4096, &th) == 0);
 	CHECK_EQ_LONG(th.delay_ns, 2000000000l);
+	/* The largest sizes do not overflow the scaling. */
+	REQUIRE(tally_memcg_high_delay(g, LONG_MAX, &th) == 0);
+	CHECK_EQ_LONG(th.delay_ns, 2000000000l);
+	REQUIRE(tally_memcg_high_delay(g, 1, &th) == 0);
+	CHECK(th.delay_ns >= 0 && th.delay_ns <= 2000000000l);
 	/* Under high again: no delay. */
 	REQUIRE(tally_memcg_uncharge(g, charged) == 0);
 	REQUIRE(tally_memcg_high_delay(g, 4096, &th) == 0);

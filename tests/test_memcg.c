@@ -1969,3 +1969,62 @@ TEST(oom_kill_waits_for_the_victims_memory_and_picks_among_many_tasks)
 	tally_memcg_tree_destroy(t);
 	free(ot);
 }
+
+/* A kill callback that does what a caller would: detach, destroy. */
+static void detaching_kill_fn(struct tally_memcg *oom_group,
+			      struct tally_memcg_task *victim, void *arg)
+{
+	struct oom_task *ot = victim->owner;
+	int *done = arg;
+
+	(void)oom_group;
+	CHECK_EQ_LONG(tally_memcg_task_detach(victim), 0);
+	if (ot->charged && tally_memcg_uncharge(ot->g, ot->charged) == 0)
+		ot->charged = 0;
+	CHECK_EQ_LONG(tally_memcg_destroy(ot->g), 0);
+	*done = 1;
+}
+
+static void kill_callback_calls_tally(void)
+{
+	struct tally_memcg_tree *t = exact_tree();
+	int done = 0;
+	struct tally_memcg_oom_policy pol = {
+		.mode = TALLY_MEMCG_OOM_KILL, .timeout_ns = 500000000l,
+		.kill = detaching_kill_fn, .arg = &done,
+	};
+	struct tally_memcg *p, *q;
+	struct oom_task ot;
+
+	alarm(10);	/* sooner than the 30 s of the child's runner */
+	REQUIRE(t);
+	p = group_new(tally_memcg_root(t), "p");
+	q = p ? group_new(p, "query") : NULL;
+	REQUIRE(q);
+	REQUIRE(set_limit(p, TALLY_MEMCG_MAX, 64 * KB));
+	REQUIRE(tally_memcg_set_oom_policy(p, &pol) == 0);
+	REQUIRE(oom_task_init(&ot, q, MB, 48 * KB, 0, 0));
+	CHECK_EQ_LONG(tally_memcg_charge(p, 32 * KB, 0), 0);
+	CHECK_EQ_LONG(done, 1);
+	CHECK_EQ_LONG(drained(p), 32 * KB);
+	tally_mm_add(&ot.mm, TALLY_MM_ANON, -MB);
+	CHECK_EQ_LONG(tally_mm_destroy(&ot.mm), 0);
+	tally_memcg_tree_destroy(t);
+}
+
+/*
+ * The kill callback runs "with no tally lock held" (tally/memcg.h): it may
+ * detach its victim (the header says the caller does) and destroy the
+ * victim's group.  Run in a child with an alarm: a lock still held makes
+ * it hang.
+ */
+TEST(oom_kill_callback_may_detach_its_victim_and_destroy_its_group)
+{
+	char text[4096];
+	int status = util_run_capturing_stderr(kill_callback_calls_tally, text,
+					       sizeof(text));
+
+	if (!CHECK_EQ_LONG(status, 0))
+		harness_log("child (status %d, 142 = SIGALRM: hung):\n%s",
+			    status, text);
+}

@@ -2028,3 +2028,57 @@ TEST(oom_kill_callback_may_detach_its_victim_and_destroy_its_group)
 		harness_log("child (status %d, 142 = SIGALRM: hung):\n%s",
 			    status, text);
 }
+
+struct busy_reclaim {
+	struct tally_memcg *other;
+	long calls;
+};
+
+/* Calls that take every tally lock, then frees what it is asked. */
+static long busy_reclaim_fn(struct tally_memcg *g, long bytes, void *arg)
+{
+	struct busy_reclaim *br = arg;
+	struct tally_memcg *tmp;
+
+	br->calls++;
+	CHECK_EQ_LONG(tally_memcg_set_limit(br->other, TALLY_MEMCG_MAX, MB), 0);
+	CHECK(drained(br->other) >= 0);
+	CHECK_EQ_LONG(tally_memcg_create(br->other, "tmp", &tmp), 0);
+	CHECK_EQ_LONG(tally_memcg_destroy(tmp), 0);
+	/* Charging another group, over its max: refused, no recursion. */
+	CHECK_EQ_LONG(tally_memcg_charge(br->other, 2 * MB, 0), -ENOMEM);
+	CHECK_EQ_LONG(tally_memcg_uncharge(g, bytes), 0);
+	return bytes;
+}
+
+static void reclaim_callback_calls_tally(void)
+{
+	struct tally_memcg_tree *t = exact_tree();
+	struct busy_reclaim br = { 0 };
+	struct tally_memcg *g;
+
+	alarm(10);
+	REQUIRE(t);
+	g = group_new(tally_memcg_root(t), "g");
+	br.other = group_new(tally_memcg_root(t), "other");
+	REQUIRE(g && br.other);
+	REQUIRE(set_limit(g, TALLY_MEMCG_MAX, MB));
+	REQUIRE(tally_memcg_set_reclaim(g, busy_reclaim_fn, &br) == 0);
+	REQUIRE(tally_memcg_charge(g, MB, 0) == 0);
+	CHECK_EQ_LONG(tally_memcg_charge(g, 64 * KB, 0), 0);
+	CHECK(br.calls >= 1);
+	CHECK_EQ_LONG(drained(g), MB);
+	tally_memcg_tree_destroy(t);
+}
+
+/* Reclaim callbacks run with no tally lock held: they may call tally. */
+TEST(reclaim_callback_may_set_limits_drain_create_destroy_and_charge)
+{
+	char text[4096];
+	int status = util_run_capturing_stderr(reclaim_callback_calls_tally,
+					       text, sizeof(text));
+
+	if (!CHECK_EQ_LONG(status, 0))
+		harness_log("child (status %d, 142 = SIGALRM: hung):\n%s",
+			    status, text);
+}

@@ -68,6 +68,29 @@ static long drained(struct tally_memcg *g)
 	return util_memcg_usage(g, TALLY_MEMCG_READ_DRAIN);
 }
 
+/* @g counts @local events @ev of its own and @hier with its subtree. */
+static bool events_are(const struct tally_memcg *g, enum tally_memcg_event ev,
+		       long local, long hier)
+{
+	long h[TALLY_MEMCG_NR_EVENTS], l[TALLY_MEMCG_NR_EVENTS];
+
+	if (!CHECK_EQ_LONG(tally_memcg_events(g, h, l), 0))
+		return false;
+	if (CHECK_EQ_LONG(l[ev], local) & CHECK_EQ_LONG(h[ev], hier))
+		return true;
+	harness_log("%s events of a group", tally_memcg_event_name(ev));
+	return false;
+}
+
+/* root - p - c, without limits: the shape most tests start from. */
+static bool chain_new(struct tally_memcg_tree *t, struct tally_memcg **p,
+		      struct tally_memcg **c)
+{
+	*p = t ? group_new(tally_memcg_root(t), "p") : NULL;
+	*c = *p ? group_new(*p, "c") : NULL;
+	return *c != NULL;
+}
+
 /* ------------------------------------------------------------------ */
 /* 1. The API and its errors                                          */
 /* ------------------------------------------------------------------ */
@@ -362,10 +385,7 @@ TEST(nofail_charge_larger_than_a_max_of_the_chain_is_refused_e2big_unchanged)
 	struct tally_memcg_tree *t = tree_new(NULL, 0);
 	struct tally_memcg *p, *c;
 
-	REQUIRE(t);
-	p = group_new(tally_memcg_root(t), "p");
-	c = group_new(p, "c");
-	REQUIRE(p && c);
+	REQUIRE(chain_new(t, &p, &c));
 	REQUIRE(set_limit(p, TALLY_MEMCG_MAX, 64 * KB));
 	CHECK_EQ_LONG(tally_memcg_charge(c, 64 * KB + 1, TALLY_MEMCG_NOFAIL),
 		      -E2BIG);
@@ -619,12 +639,10 @@ TEST(over_high_charges_return_over_high_and_count_high_events_exactly)
 	const long high = 64 * KB + 2048;	/* room for the stocks' bytes */
 	int ret;
 
-	REQUIRE(t);
+	REQUIRE(chain_new(t, &p, &c));
 	root = tally_memcg_root(t);
-	p = group_new(root, "p");
-	c = group_new(p, "c");
 	sib = group_new(p, "sib");
-	REQUIRE(p && c && sib);
+	REQUIRE(sib);
 	REQUIRE(set_limit(c, TALLY_MEMCG_HIGH, high));
 	for (int i = 0; i < 16; i++)
 		CHECK_EQ_LONG(tally_memcg_charge(c, 4096, 0), 0);
@@ -632,16 +650,9 @@ TEST(over_high_charges_return_over_high_and_count_high_events_exactly)
 	for (int i = 1; i <= 3; i++) {
 		CHECK_EQ_LONG(tally_memcg_charge(c, 4096, 0),
 			      TALLY_MEMCG_OVER_HIGH);
-		CHECK_EQ_LONG(util_memcg_event(c, TALLY_MEMCG_EVENT_HIGH,
-					       true), i);
-		CHECK_EQ_LONG(util_memcg_event(c, TALLY_MEMCG_EVENT_HIGH,
-					       false), i);
-		CHECK_EQ_LONG(util_memcg_event(p, TALLY_MEMCG_EVENT_HIGH,
-					       false), i);
-		CHECK_EQ_LONG(util_memcg_event(p, TALLY_MEMCG_EVENT_HIGH,
-					       true), 0);
-		CHECK_EQ_LONG(util_memcg_event(root, TALLY_MEMCG_EVENT_HIGH,
-					       false), i);
+		events_are(c, TALLY_MEMCG_EVENT_HIGH, i, i);
+		events_are(p, TALLY_MEMCG_EVENT_HIGH, 0, i);
+		events_are(root, TALLY_MEMCG_EVENT_HIGH, 0, i);
 	}
 	/* A sibling's charge is not above anyone's high. */
 	CHECK_EQ_LONG(tally_memcg_charge(sib, 4096, 0), 0);
@@ -930,7 +941,7 @@ TEST(reclaim_takes_from_low_protected_groups_last_never_below_min)
 	tally_memcg_tree_destroy(s.t);
 }
 
-TEST(high_charges_ask_the_reclaim_callback_for_the_excess)
+TEST(high_charges_ask_the_reclaim_callback_unless_noreclaim)
 {
 	struct tally_memcg_tree *t = exact_tree();
 	struct reclaim_log log = { .nr = 0 };
@@ -946,6 +957,15 @@ TEST(high_charges_ask_the_reclaim_callback_for_the_excess)
 	CHECK_EQ_LONG(tally_memcg_charge(g, 64 * KB, 0), TALLY_MEMCG_OVER_HIGH);
 	CHECK(log.nr >= 1 && log.who[0] == g && log.asked[0] > 0);
 	CHECK_EQ_LONG(drained(g), 96 * KB);
+	/* NORECLAIM: the high event, no reclaim; NOFAIL too. */
+	log.nr = 0;
+	CHECK_EQ_LONG(tally_memcg_charge(g, 32 * KB, TALLY_MEMCG_NORECLAIM),
+		      TALLY_MEMCG_OVER_HIGH);
+	CHECK_EQ_LONG(tally_memcg_charge(g, 4 * KB, TALLY_MEMCG_NOFAIL |
+					 TALLY_MEMCG_NORECLAIM),
+		      TALLY_MEMCG_OVER_HIGH);
+	CHECK_EQ_LONG(log.nr, 0);
+	CHECK_EQ_LONG(util_memcg_event(g, TALLY_MEMCG_EVENT_HIGH, true), 3);
 	tally_memcg_tree_destroy(t);
 }
 
@@ -954,30 +974,19 @@ TEST(refused_charges_count_one_max_and_one_oom_event_on_the_level_hit)
 	struct tally_memcg_tree *t = exact_tree();
 	struct tally_memcg *root, *p, *c;
 
-	REQUIRE(t);
+	REQUIRE(chain_new(t, &p, &c));
 	root = tally_memcg_root(t);
-	p = group_new(root, "p");
-	c = group_new(p, "c");
-	REQUIRE(p && c);
 	REQUIRE(set_limit(p, TALLY_MEMCG_MAX, 64 * KB));
 	CHECK_EQ_LONG(tally_memcg_charge(c, 60 * KB, 0), 0);
 	for (long i = 1; i <= 3; i++) {
 		CHECK_EQ_LONG(tally_memcg_charge(c, 8 * KB, 0), -ENOMEM);
-		CHECK_EQ_LONG(util_memcg_event(p, TALLY_MEMCG_EVENT_MAX, true),
-			      i);
-		CHECK_EQ_LONG(util_memcg_event(p, TALLY_MEMCG_EVENT_OOM, true),
-			      i);
-		CHECK_EQ_LONG(util_memcg_event(root, TALLY_MEMCG_EVENT_MAX,
-					       false), i);
-		CHECK_EQ_LONG(util_memcg_event(root, TALLY_MEMCG_EVENT_OOM,
-					       false), i);
-		CHECK_EQ_LONG(util_memcg_event(root, TALLY_MEMCG_EVENT_MAX,
-					       true), 0);
+		events_are(p, TALLY_MEMCG_EVENT_MAX, i, i);
+		events_are(p, TALLY_MEMCG_EVENT_OOM, i, i);
+		events_are(root, TALLY_MEMCG_EVENT_MAX, 0, i);
+		events_are(root, TALLY_MEMCG_EVENT_OOM, 0, i);
 		/* c's own max was not hit. */
-		CHECK_EQ_LONG(util_memcg_event(c, TALLY_MEMCG_EVENT_MAX, false),
-			      0);
-		CHECK_EQ_LONG(util_memcg_event(c, TALLY_MEMCG_EVENT_OOM, false),
-			      0);
+		events_are(c, TALLY_MEMCG_EVENT_MAX, 0, 0);
+		events_are(c, TALLY_MEMCG_EVENT_OOM, 0, 0);
 	}
 	/* NORECLAIM runs no OOM policy: a max event, no oom event. */
 	CHECK_EQ_LONG(tally_memcg_charge(c, 8 * KB, TALLY_MEMCG_NORECLAIM),
@@ -1219,11 +1228,9 @@ TEST(events_fd_becomes_readable_after_an_event_and_reads_the_count)
 	struct tally_memcg *p, *c, *sib;
 	int fd, fd_sib;
 
-	REQUIRE(t);
-	p = group_new(tally_memcg_root(t), "p");
-	c = group_new(p, "c");
+	REQUIRE(chain_new(t, &p, &c));
 	sib = group_new(tally_memcg_root(t), "sib");
-	REQUIRE(p && c && sib);
+	REQUIRE(sib);
 	fd = tally_memcg_events_fd(p);
 	fd_sib = tally_memcg_events_fd(sib);
 	REQUIRE(fd >= 0 && fd_sib >= 0);
@@ -1720,10 +1727,7 @@ TEST(high_delay_names_the_level_furthest_above_high_relatively)
 	struct tally_memcg *p, *c;
 	struct tally_memcg_throttle th;
 
-	REQUIRE(t);
-	p = group_new(tally_memcg_root(t), "p");
-	c = group_new(p, "c");
-	REQUIRE(p && c);
+	REQUIRE(chain_new(t, &p, &c));
 	/* c: 1.2 MiB over 1 MiB (20%); p: 1.2 MiB over 800 KiB (50%). */
 	REQUIRE(set_limit(c, TALLY_MEMCG_HIGH, MB));
 	REQUIRE(set_limit(p, TALLY_MEMCG_HIGH, 800 * KB));
@@ -1752,10 +1756,7 @@ TEST(stats_of_a_destroyed_group_stay_in_its_ancestors_and_later_go_to_them)
 	struct tally_memcg *p, *c;
 	long hier, local;
 
-	REQUIRE(t);
-	p = group_new(tally_memcg_root(t), "p");
-	c = group_new(p, "c");
-	REQUIRE(p && c);
+	REQUIRE(chain_new(t, &p, &c));
 	CHECK_EQ_LONG(tally_memcg_stat_mod(c, TALLY_MEMCG_ANON, 4096), 0);
 	CHECK_EQ_LONG(tally_memcg_stat_mod(c, TALLY_MEMCG_PGFAULT, 3), 0);
 	CHECK_EQ_LONG(tally_memcg_stat_mod(p, TALLY_MEMCG_ANON, 100), 0);
@@ -1789,10 +1790,7 @@ TEST(the_oom_policy_of_the_level_whose_max_was_hit_is_the_one_run)
 	struct tally_memcg *p, *c;
 	double t0;
 
-	REQUIRE(t);
-	p = group_new(tally_memcg_root(t), "p");
-	c = group_new(p, "c");
-	REQUIRE(p && c);
+	REQUIRE(chain_new(t, &p, &c));
 	REQUIRE(set_limit(p, TALLY_MEMCG_MAX, 64 * KB));
 	REQUIRE(tally_memcg_set_oom_policy(c, &wait) == 0);
 	REQUIRE(tally_memcg_charge(c, 60 * KB, 0) == 0);
@@ -1811,30 +1809,6 @@ TEST(the_oom_policy_of_the_level_whose_max_was_hit_is_the_one_run)
 	CHECK(harness_now() - t0 >= 0.09);
 	CHECK_EQ_LONG(util_memcg_event(c, TALLY_MEMCG_EVENT_OOM, true), 1);
 	CHECK_EQ_LONG(util_memcg_event(p, TALLY_MEMCG_EVENT_OOM, false), 2);
-	tally_memcg_tree_destroy(t);
-}
-
-TEST(noreclaim_over_high_counts_the_event_without_asking_reclaim)
-{
-	struct tally_memcg_tree *t = exact_tree();
-	struct reclaim_log log = { .nr = 0 };
-	struct tally_memcg *g;
-
-	REQUIRE(t);
-	g = group_new(tally_memcg_root(t), "g");
-	REQUIRE(g);
-	REQUIRE(set_limit(g, TALLY_MEMCG_HIGH, 16 * KB));
-	REQUIRE(tally_memcg_set_reclaim(g, reclaim_fn, &log) == 0);
-	CHECK_EQ_LONG(tally_memcg_charge(g, 32 * KB, TALLY_MEMCG_NORECLAIM),
-		      TALLY_MEMCG_OVER_HIGH);
-	CHECK_EQ_LONG(log.nr, 0);
-	CHECK_EQ_LONG(util_memcg_event(g, TALLY_MEMCG_EVENT_HIGH, true), 1);
-	/* NOFAIL over high: the event too. */
-	CHECK_EQ_LONG(tally_memcg_charge(g, 4 * KB, TALLY_MEMCG_NOFAIL |
-					 TALLY_MEMCG_NORECLAIM),
-		      TALLY_MEMCG_OVER_HIGH);
-	CHECK_EQ_LONG(log.nr, 0);
-	CHECK_EQ_LONG(util_memcg_event(g, TALLY_MEMCG_EVENT_HIGH, true), 2);
 	tally_memcg_tree_destroy(t);
 }
 

@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -2054,4 +2055,72 @@ TEST(reclaim_callback_may_set_limits_drain_create_destroy_and_charge)
 	if (!CHECK_EQ_LONG(status, 0))
 		harness_log("child (status %d, 142 = SIGALRM: hung):\n%s",
 			    status, text);
+}
+
+/*
+ * Without readable system CPUs, a tree on the system domain is refused
+ * (-ENODEV) and *out is NULL; a tree on a simulated domain still works.
+ */
+TEST(tree_create_without_system_cpus_fails_cleanly_or_works)
+{
+	struct tally_memcg_tree *t = (struct tally_memcg_tree *)&t;
+	struct tally_domain *d;
+	int ret;
+
+	if (!harness_is_child()) {
+		const char *env[] = { "TALLY_SYSFS_ROOT=/nonexistent/tally",
+				      NULL };
+
+		CHECK_EQ_LONG(RERUN_THIS_TEST(env), 0);
+		return;
+	}
+	ret = tally_memcg_tree_create(&t, NULL);
+	CHECK(ret == 0 || ret == -ENODEV);
+	if (ret)
+		CHECK(t == NULL);
+	else
+		tally_memcg_tree_destroy(t);
+	d = util_domain(8);
+	t = tree_new(d, 0);
+	if (t) {
+		struct tally_memcg *g = group_new(tally_memcg_root(t), "g");
+
+		CHECK(g && tally_memcg_charge_cpu(g, 7, 4096, 0) == 0);
+		CHECK_EQ_LONG(drained(tally_memcg_root(t)), 4096);
+		tally_memcg_tree_destroy(t);
+	}
+	tally_domain_destroy(d);
+}
+
+/* Out of descriptors, the event descriptor is -EMFILE, then works. */
+static void events_fd_out_of_descriptors(void)
+{
+	struct tally_memcg_tree *t = tree_new(NULL, 0);
+	struct tally_memcg *g;
+	struct rlimit old, none;
+	int fd;
+
+	REQUIRE(t);
+	g = group_new(tally_memcg_root(t), "g");
+	REQUIRE(g);
+	REQUIRE(getrlimit(RLIMIT_NOFILE, &old) == 0);
+	none = old;
+	none.rlim_cur = 0;
+	REQUIRE(setrlimit(RLIMIT_NOFILE, &none) == 0);
+	CHECK_EQ_LONG(tally_memcg_events_fd(g), -EMFILE);
+	REQUIRE(setrlimit(RLIMIT_NOFILE, &old) == 0);
+	fd = tally_memcg_events_fd(g);
+	CHECK(fd >= 0);
+	CHECK_EQ_LONG(tally_memcg_events_fd(g), fd);
+	tally_memcg_tree_destroy(t);
+}
+
+TEST(events_fd_reports_emfile_and_works_once_descriptors_are_back)
+{
+	char text[4096];
+
+	if (!CHECK_EQ_LONG(util_run_capturing_stderr(
+				   events_fd_out_of_descriptors, text,
+				   sizeof(text)), 0))
+		harness_log("child:\n%s", text);
 }

@@ -4,8 +4,9 @@
 #                             registration, the fallback (TALLY_RSEQ=off)
 #                             and tally's own (glibc.pthread.rseq=0);
 #   build/tests/test_stats*   once more with TALLY_MEMBARRIER=off: the
-#                             statistics tree's fenced path, as on kernels
-#                             without membarrier(PRIVATE_EXPEDITED);
+#   build/tests/test_memcg*   statistics tree's fenced path and the memory
+#                             groups' atomic stocks, as on kernels without
+#                             membarrier(PRIVATE_EXPEDITED[_RSEQ]);
 #   build/inject/tests/test_* once (fault-injection hooks compiled in);
 #   build/asan/tests/test_*   once (ASan + UBSan + hooks, halting on any
 #                             report);
@@ -108,7 +109,8 @@ tsan="TSAN_OPTIONS=halt_on_error=1 second_deadlock_stack=1"
 run_set glibc 'build/tests/test_*'
 run_set fallback 'build/tests/test_*' TALLY_RSEQ=off
 run_set own 'build/tests/test_*' GLIBC_TUNABLES=glibc.pthread.rseq=0
-run_set nomembarrier 'build/tests/test_stats*' TALLY_MEMBARRIER=off
+run_set nomembarrier 'build/tests/test_stats* build/tests/test_memcg*' \
+	TALLY_MEMBARRIER=off
 run_set inject 'build/inject/tests/test_*'
 run_set asan 'build/asan/tests/test_*' TALLY_TEST_SCALE=0.5 "$asan" "$ubsan"
 run_set tsan 'build/tsan/tests/test_*' TALLY_TEST_SCALE=0.5 "$tsan"

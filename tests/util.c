@@ -241,3 +241,27 @@ struct tally_stats_group *util_child(struct tally_stats_group *parent,
 	CHECK_EQ_LONG(tally_stats_group_create(parent, name, &g), 0);
 	return g;
 }
+
+long util_memcg_usage(struct tally_memcg *g, enum tally_memcg_read_mode mode)
+{
+	struct tally_memcg_range r;
+
+	if (!CHECK_EQ_LONG(tally_memcg_usage(g, mode, &r), 0))
+		return LONG_MIN;
+	if (!CHECK_LE_LONG(r.min, r.value) || !CHECK_LE_LONG(r.value, r.max) ||
+	    !CHECK(r.value >= 0)) {
+		harness_log("read mode %d", (int)mode);
+		return LONG_MIN;
+	}
+	return r.value;
+}
+
+long util_memcg_event(const struct tally_memcg *g, enum tally_memcg_event ev,
+		      bool local)
+{
+	long hier[TALLY_MEMCG_NR_EVENTS], loc[TALLY_MEMCG_NR_EVENTS];
+
+	if (!CHECK_EQ_LONG(tally_memcg_events(g, hier, loc), 0))
+		return LONG_MIN;
+	return local ? loc[ev] : hier[ev];
+}

@@ -8,6 +8,7 @@
  */
 
 #include <tally/counter.h>
+#include <tally/memcg.h>
 #include <tally/stats.h>
 
 #include "harness.h"
@@ -84,5 +85,15 @@ int util_count_child(struct tally_stats_group *child, const char *name,
 /* A child @name of @parent, checked to be created (NULL otherwise). */
 struct tally_stats_group *util_child(struct tally_stats_group *parent,
 				     const char *name);
+
+/*
+ * The usage of @g read with @mode, checked to succeed and to lie in its
+ * own interval (LONG_MIN when the read failed).
+ */
+long util_memcg_usage(struct tally_memcg *g, enum tally_memcg_read_mode mode);
+
+/* The hierarchical (@local false) or local count of @ev of @g. */
+long util_memcg_event(const struct tally_memcg *g, enum tally_memcg_event ev,
+		      bool local);
 
 #endif /* TALLY_TESTS_UTIL_H */

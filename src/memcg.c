@@ -650,7 +650,7 @@ static long reclaim_one(struct tally_memcg *g, void *arg)
 {
 	struct reclaim_pass *p = arg;
 	tally_memcg_reclaim_fn fn = ACQUIRE(&g->reclaim);
-	long emin, elow, usage, floor, ask;
+	long emin, elow, usage, floor, ask, freed;
 
 	if (p->want <= 0 || !fn || LOAD(&g->dead))
 		return 0;
@@ -668,8 +668,9 @@ static long reclaim_one(struct tally_memcg *g, void *arg)
 		return 0;
 	if (p->below_low && usage <= elow)
 		memcg_event(g, TALLY_MEMCG_EVENT_LOW);
-	fn(g, ask, LOAD(&g->reclaim_arg));
-	p->want -= ask;
+	freed = fn(g, ask, LOAD(&g->reclaim_arg));
+	/* What it says it freed: its uncharges may sit in stocks yet. */
+	p->want -= freed < 0 ? 0 : freed > ask ? ask : freed;
 	return 0;
 }
 

@@ -63,9 +63,11 @@ int tally_memcg_tree_create(struct tally_memcg_tree **out,
 					 : TALLY_MEMCG_DEFAULT_BATCH;
 	int err;
 
-	if (!out || batch < 1 || batch > (1l << 30))
+	if (!out)
 		return -EINVAL;
 	*out = NULL;
+	if (batch < 1 || batch > (1l << 30))
+		return -EINVAL;
 	t = calloc(1, sizeof(*t));
 	if (!t)
 		return -ENOMEM;

@@ -644,7 +644,10 @@ int tally_memcg_high_delay(struct tally_memcg *g, long bytes,
  * the part above it), then those above their effective min (a low event
  * each); never below the effective min.
  *
- * Return: the bytes it freed (informative; tally re-reads the counters).
+ * Return: the bytes it freed (uncharged), 0 if none: reclaim asks the next
+ * groups for what the callbacks so far did not free.  tally then retries
+ * the charge, so a callback that says more than it freed only ends the
+ * reclaim early.
  */
 typedef long (*tally_memcg_reclaim_fn)(struct tally_memcg *g, long bytes,
 				       void *arg);

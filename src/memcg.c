@@ -8,7 +8,7 @@
  *   G->usage = charges of G's subtree - uncharges
  *            + stocks of G's subtree (bytes reserved, not yet used)
  *            + refills in flight under G (taken from the counters, not yet
- *              in a stock: between two instructions of refill_stock())
+ *              in a stock: between two steps of charge_slow())
  *
  * and G->usage <= G->max, because a level is raised only by a
  * compare-and-swap that checks it (NOFAIL charges excepted).  Exact usage
@@ -22,8 +22,9 @@
  *   uncharge(G,n) stock + n <= 2 batches?  give it back       (rseq)
  *                 else subtract n from every level          (1 op/level)
  *   drain(H)      set stop on H's subtree, membarrier(RSEQ), exchange
- *                 every (group, CPU) slot with 0, give the sum back to
- *                 the counters: O(groups x CPUs), rare
+ *                 every (group, CPU) slot with 0 (atomic stocks: with a
+ *                 closed mark, reopened after), give the sum back to the
+ *                 counters: O(groups x CPUs), rare
  *
  * A refusal must not be caused by reservations: the refusing charge sets
  * "pressure" on the level H that refused it (batch refills under H stop:
@@ -350,10 +351,30 @@ static void notify(struct tally_memcg *g)
 	}
 }
 
+/*
+ * Add @count local events to @g, or to its live ancestor if it is
+ * destroyed meanwhile.  Destroy sets dead, then takes the local counts
+ * (exchange) for the parent; we add, then look at dead.  One of us sees
+ * the other, and each count is moved by exactly one exchange.
+ */
+void memcg_add_local_events(struct tally_memcg *g, enum tally_memcg_event ev,
+			    long count)
+{
+	while (count) {
+		g = resolve(g);
+		__atomic_add_fetch(&g->events_local[ev], count,
+				   __ATOMIC_SEQ_CST);
+		if (!__atomic_load_n(&g->dead, __ATOMIC_SEQ_CST))
+			return;
+		count = __atomic_exchange_n(&g->events_local[ev], 0,
+					    __ATOMIC_SEQ_CST);
+	}
+}
+
 void memcg_event(struct tally_memcg *g, enum tally_memcg_event ev)
 {
 	g = resolve(g);
-	INC(&g->events_local[ev]);
+	memcg_add_local_events(g, ev, 1);
 	for (struct tally_memcg *l = g; l; l = l->parent) {
 		INC(&l->events[ev]);
 		notify(l);
@@ -362,35 +383,42 @@ void memcg_event(struct tally_memcg *g, enum tally_memcg_event ev)
 
 /* ---- stocks ----------------------------------------------------------- */
 
-/* Take @n from @g's stock on @cpu (current CPU when @cpu is NO_CPU). */
+/*
+ * Take @n from @g's stock on @cpu (current CPU when @cpu is NO_CPU).  The
+ * stock pointer is loaded once: destroy may free it and store NULL, which
+ * the sequences never dereference since they read stop first.
+ */
 static bool stock_take(struct tally_memcg *g, unsigned int cpu, long n)
 {
+	long *stock = LOAD(&g->fast.stock);
+
 	if (cpu == NO_CPU && g->fast.rseq) {
-		int r = tally_percpu_take_(g->fast.stock, n, &g->fast.stop);
+		int r = tally_percpu_take_(stock, n, &g->fast.stop);
 
 		if (r >= 0 || !tally_rseq_thread_ready())
 			return r > 0;
-		return tally_percpu_take_(g->fast.stock, n, &g->fast.stop) > 0;
+		return tally_percpu_take_(stock, n, &g->fast.stop) > 0;
 	}
 	if (cpu == NO_CPU)
 		cpu = tally_current_cpu();
-	return stock_take_atomic(g->fast.stock, cpu, n, &g->fast.stop);
+	return stock_take_atomic(stock, cpu, n, &g->fast.stop);
 }
 
 static bool stock_give(struct tally_memcg *g, unsigned int cpu, long n,
 		       long cap)
 {
+	long *stock = LOAD(&g->fast.stock);
+
 	if (cpu == NO_CPU && g->fast.rseq) {
-		int r = tally_percpu_give_(g->fast.stock, n, cap, &g->fast.stop);
+		int r = tally_percpu_give_(stock, n, cap, &g->fast.stop);
 
 		if (r >= 0 || !tally_rseq_thread_ready())
 			return r > 0;
-		return tally_percpu_give_(g->fast.stock, n, cap,
-					  &g->fast.stop) > 0;
+		return tally_percpu_give_(stock, n, cap, &g->fast.stop) > 0;
 	}
 	if (cpu == NO_CPU)
 		cpu = tally_current_cpu();
-	return stock_give_atomic(g->fast.stock, cpu, n, cap, &g->fast.stop);
+	return stock_give_atomic(stock, cpu, n, cap, &g->fast.stop);
 }
 
 /*
@@ -877,7 +905,7 @@ static int charge_slow(struct tally_memcg *g, unsigned int cpu, long n,
 		return check_high(g, flags);
 	}
 	__atomic_add_fetch(&g->refilling, 1, __ATOMIC_SEQ_CST);
-	if (g->fast.stock && !chain_under_pressure(g) &&
+	if (LOAD(&g->fast.stock) && !chain_under_pressure(g) &&
 	    !counters_try_add(g, n + batch)) {
 		if (!stock_give(g, cpu, batch, g->fast.stock_cap))
 			counters_sub(g, NULL, batch);
@@ -946,13 +974,14 @@ int tally_memcg_uncharge_cpu(struct tally_memcg *g, unsigned int cpu,
 
 static long stock_sum(struct tally_memcg *g, void *arg)
 {
+	long *stock = LOAD(&g->fast.stock);
 	long sum = 0;
 
 	(void)arg;
-	if (!g->fast.stock)
+	if (!stock)
 		return 0;
 	for (unsigned int cpu = 0; cpu < g->tree->nr_cpus; cpu++) {
-		long v = tally_percpu_read_cpu(g->fast.stock, cpu);
+		long v = tally_percpu_read_cpu(stock, cpu);
 
 		if (v != STOCK_CLOSED)
 			sum += v;
@@ -963,7 +992,7 @@ static long stock_sum(struct tally_memcg *g, void *arg)
 static long count_stocked(struct tally_memcg *g, void *arg)
 {
 	(void)arg;
-	return g->fast.stock != NULL;
+	return LOAD(&g->fast.stock) != NULL;
 }
 
 int tally_memcg_usage(struct tally_memcg *g, enum tally_memcg_read_mode mode,

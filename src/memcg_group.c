@@ -256,10 +256,10 @@ int tally_memcg_destroy(struct tally_memcg *g)
 	while (g->tasks)
 		memcg_unlink_task(g->tasks);
 	for (int ev = 0; ev < TALLY_MEMCG_NR_EVENTS; ev++)
-		__atomic_add_fetch(&parent->events_local[ev],
-				   __atomic_load_n(&g->events_local[ev],
-						   __ATOMIC_RELAXED),
-				   __ATOMIC_RELAXED);
+		memcg_add_local_events(parent, ev,
+				       __atomic_exchange_n(&g->events_local[ev],
+							   0,
+							   __ATOMIC_SEQ_CST));
 	unlink_child(g);
 	/* Its stats are in its ancestors' hierarchical values already. */
 	tally_stats_group_destroy(g->stats);

@@ -89,6 +89,8 @@ struct tally_memcg_tree {
 };
 
 void memcg_event(struct tally_memcg *g, enum tally_memcg_event ev);
+void memcg_add_local_events(struct tally_memcg *g, enum tally_memcg_event ev,
+			    long count);
 long memcg_walk(struct tally_memcg *h,
 		long (*fn)(struct tally_memcg *g, void *arg), void *arg);
 long memcg_drain_locked(struct tally_memcg *h);

@@ -896,7 +896,8 @@ static int charge_slow(struct tally_memcg *g, unsigned int cpu, long n,
 	long batch = t->batch;
 
 	g = resolve(g);
-	INC(&t->refills);
+	/* On the counter's line, which the refill writes anyway. */
+	INC(&g->refills);
 	if (flags & TALLY_MEMCG_NOFAIL) {
 		if (larger_than_a_max(g, n))
 			return -E2BIG;
@@ -925,7 +926,8 @@ static int charge(struct tally_memcg *g, unsigned int cpu, long bytes,
 	if (bytes < 1 || bytes > TALLY_MEMCG_BYTES_MAX ||
 	    (flags & ~(TALLY_MEMCG_NOFAIL | TALLY_MEMCG_NORECLAIM)))
 		return -EINVAL;
-	if (!(flags & TALLY_MEMCG_NOFAIL) && stock_take(g, cpu, bytes))
+	/* Any charge the stock covers fits under every max. */
+	if (stock_take(g, cpu, bytes))
 		return 0;
 	return charge_slow(g, cpu, bytes, flags);
 }
@@ -946,13 +948,28 @@ int tally_memcg_charge_cpu(struct tally_memcg *g, unsigned int cpu,
 	return charge(g, cpu, bytes, flags);
 }
 
+/*
+ * The stock is full (or closed): give the bytes back to the counters, and
+ * a batch of the stock with them when it has one, so that the next 2
+ * batches of uncharges on this CPU are served by the stock again (the
+ * kernel's drain_stock() on a full stock): one counter operation per
+ * batch, not one per uncharge.
+ */
 static int uncharge(struct tally_memcg *g, unsigned int cpu, long bytes)
 {
+	long batch = g->tree->batch;
+	int err;
+
 	if (bytes < 1 || bytes > TALLY_MEMCG_BYTES_MAX)
 		return -EINVAL;
 	if (stock_give(g, cpu, bytes, g->fast.stock_cap))
 		return 0;
-	return counters_uncharge(resolve(g), bytes);
+	if (!stock_take(g, cpu, batch))
+		return counters_uncharge(resolve(g), bytes);
+	err = counters_uncharge(resolve(g), bytes + batch);
+	if (err && !stock_give(g, cpu, batch, g->fast.stock_cap))
+		counters_give_back(resolve(g), batch);
+	return err;
 }
 
 int tally_memcg_uncharge_slow_(struct tally_memcg *g, long bytes)
@@ -1119,10 +1136,15 @@ int tally_memcg_high_delay(struct tally_memcg *g, long bytes,
 int tally_memcg_tree_info(const struct tally_memcg_tree *t,
 			  struct tally_memcg_info *out)
 {
+	unsigned long refills = 0;
+
 	if (!t || !out)
 		return -EINVAL;
+	for (const struct tally_memcg *g = ACQUIRE(&t->all); g;
+	     g = ACQUIRE(&g->next_all))
+		refills += LOAD(&g->refills);
 	*out = (struct tally_memcg_info){
-		.refills = LOAD(&t->refills),
+		.refills = refills,
 		.drains = LOAD(&t->drains),
 		.drain_waits = LOAD(&t->drain_waits),
 		.refusals = LOAD(&t->refusals),

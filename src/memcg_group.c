@@ -158,7 +158,7 @@ int tally_memcg_create(struct tally_memcg *parent, const char *name,
 	if (!err) {
 		g->next_sibling = parent->first_child;
 		g->next_all = t->all;
-		t->all = g;
+		__atomic_store_n(&t->all, g, __ATOMIC_RELEASE);
 		parent->nr_children++;
 		t->nr_groups++;
 		__atomic_store_n(&parent->first_child, g, __ATOMIC_RELEASE);

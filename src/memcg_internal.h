@@ -32,6 +32,7 @@ struct tally_memcg {
 	/* The page counter: written by refills of every CPU. */
 	long usage __attribute__((aligned(64)));
 	long peak;
+	unsigned long refills;		/* charges that reached the counter */
 	int refilling;			/* refills between counter and stock */
 	int pressure;			/* refusals draining this subtree */
 	long max;
@@ -77,7 +78,6 @@ struct tally_memcg_tree {
 	size_t cand_room;
 	size_t nr_tasks;
 
-	unsigned long refills;
 	unsigned long drains;
 	unsigned long drain_waits;
 	unsigned long refusals;

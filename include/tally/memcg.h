@@ -925,7 +925,9 @@ static inline int tally_memcg_charge(struct tally_memcg *g, long bytes,
 {
 	const struct tally_memcg_fast_ *f = (const struct tally_memcg_fast_ *)g;
 
-	if (__builtin_expect(g && f->rseq && !flags && bytes > 0 &&
+	if (__builtin_expect(g && f->rseq && bytes > 0 &&
+			     !(flags & ~(TALLY_MEMCG_NOFAIL |
+					 TALLY_MEMCG_NORECLAIM)) &&
 			     bytes <= TALLY_MEMCG_BYTES_MAX, 1) &&
 	    __builtin_expect(tally_percpu_take_(__atomic_load_n(&f->stock,
 							    __ATOMIC_RELAXED),

@@ -252,13 +252,22 @@ static void counters_sub(struct tally_memcg *from, struct tally_memcg *upto,
  * Raise every level from @g up by @n, each only if it stays within its
  * max.  On failure, undo the levels below and return the level that
  * refused.
+ *
+ * The max read before the CAS may be stale: tally_memcg_set_limit() may
+ * have published a lower one and checked the usage in between.  Both
+ * sides write, then read the other's word (seq_cst), so one sees the
+ * other: after the CAS the max is read again, and a level that no longer
+ * fits is undone and retried against the new max (or the setter sees the
+ * usage and restores the old max).
  */
 static struct tally_memcg *counters_try_add(struct tally_memcg *g, long n)
 {
 	for (struct tally_memcg *l = g; l; l = l->parent) {
-		long max = LOAD(&l->max);
-		long usage = LOAD(&l->usage);
+		long max, usage;
 
+retry:
+		max = LOAD(&l->max);
+		usage = LOAD(&l->usage);
 		(void)tally_inject(TALLY_INJECT_MEMCG_BEFORE_CAS);
 		do {
 			if (usage > max - n) {
@@ -269,6 +278,10 @@ static struct tally_memcg *counters_try_add(struct tally_memcg *g, long n)
 						      usage + n, true,
 						      __ATOMIC_SEQ_CST,
 						      __ATOMIC_RELAXED));
+		if (usage > __atomic_load_n(&l->max, __ATOMIC_SEQ_CST) - n) {
+			__atomic_sub_fetch(&l->usage, n, __ATOMIC_RELAXED);
+			goto retry;
+		}
 		raise_peak(l, usage + n);
 	}
 	return NULL;

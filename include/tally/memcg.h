@@ -30,7 +30,9 @@
  *
  * What is exact:
  *   - usage never exceeds max at any level, except by charges made with
- *     %TALLY_MEMCG_NOFAIL;
+ *     %TALLY_MEMCG_NOFAIL, and for the few instructions in which a charge
+ *     that read the old max re-reads the new one set by a concurrent
+ *     tally_memcg_set_limit() and backs out;
  *   - a charge fails (-ENOMEM) only when, after the drain, the usage of
  *     some level plus the charge exceeds its max, where usage is every
  *     charge that has returned or is in flight minus every uncharge that
@@ -270,7 +272,8 @@ int tally_memcg_path(const struct tally_memcg *g, char *buf, size_t len);
  * effective low at least the effective min).  Setting max drains the
  * subtree's stocks, then refuses a max below the exact usage, as the
  * kernel's page counter does; charges racing with it either fit under the
- * new max or fail.
+ * new max or fail (one that had read the old max may hold the usage above
+ * the new one for a few instructions before it backs out).
  *
  * Context: MT-safe; not async-signal-safe: setting max takes the tree's drain
  * lock and drains (membarrier()).

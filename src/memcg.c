@@ -447,9 +447,17 @@ static long empty_stock(struct tally_memcg *g, void *arg)
 		return 0;
 	for (unsigned int cpu = 0; cpu < nr_cpus; cpu++) {
 		long *slot = tally_percpu_ptr(g->fast.stock, cpu);
+		long v;
 
-		if (LOAD(slot))
-			sum += __atomic_exchange_n(slot, 0, __ATOMIC_RELAXED);
+		/* Atomic stocks: closed, see memcg_stock.h. */
+		if (!g->fast.rseq)
+			v = __atomic_exchange_n(slot, STOCK_CLOSED,
+						__ATOMIC_RELAXED);
+		else
+			v = LOAD(slot) ? __atomic_exchange_n(slot, 0,
+						__ATOMIC_RELAXED) : 0;
+		if (v > 0)
+			sum += v;
 	}
 	if (sum)
 		counters_give_back(g, sum);
@@ -459,8 +467,15 @@ static long empty_stock(struct tally_memcg *g, void *arg)
 static long clear_stop(struct tally_memcg *g, void *arg)
 {
 	(void)arg;
-	if (!LOAD(&g->dead))
-		__atomic_store_n(&g->fast.stop, 0, __ATOMIC_RELEASE);
+	if (LOAD(&g->dead))
+		return 0;
+	if (g->fast.stock && !g->fast.rseq) {
+		for (unsigned int cpu = 0; cpu < g->tree->nr_cpus; cpu++)
+			__atomic_store_n((long *)tally_percpu_ptr(g->fast.stock,
+								  cpu),
+					 0, __ATOMIC_RELEASE);
+	}
+	__atomic_store_n(&g->fast.stop, 0, __ATOMIC_RELEASE);
 	return 0;
 }
 
@@ -906,8 +921,12 @@ static long stock_sum(struct tally_memcg *g, void *arg)
 	(void)arg;
 	if (!g->fast.stock)
 		return 0;
-	for (unsigned int cpu = 0; cpu < g->tree->nr_cpus; cpu++)
-		sum += tally_percpu_read_cpu(g->fast.stock, cpu);
+	for (unsigned int cpu = 0; cpu < g->tree->nr_cpus; cpu++) {
+		long v = tally_percpu_read_cpu(g->fast.stock, cpu);
+
+		if (v > 0)	/* not STOCK_CLOSED */
+			sum += v;
+	}
 	return sum;
 }
 

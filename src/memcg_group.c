@@ -243,9 +243,13 @@ int tally_memcg_destroy(struct tally_memcg *g)
 	/*
 	 * Every sequence reads stop before the slot, and none that read it
 	 * clear is left after the drain's barrier: the slots are unused.
+	 * Atomic stocks have no such barrier: their slots stay allocated,
+	 * closed (memcg_stock.h), until the tree is destroyed.
 	 */
-	tally_percpu_free(t->domain, g->fast.stock);
-	__atomic_store_n(&g->fast.stock, NULL, __ATOMIC_RELAXED);
+	if (g->fast.rseq) {
+		tally_percpu_free(t->domain, g->fast.stock);
+		__atomic_store_n(&g->fast.stock, NULL, __ATOMIC_RELAXED);
+	}
 	while (g->tasks)
 		memcg_unlink_task(g->tasks);
 	for (int ev = 0; ev < TALLY_MEMCG_NR_EVENTS; ev++)

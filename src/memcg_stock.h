@@ -17,12 +17,21 @@
  * exchange the slots with atomic operations while no plain store can
  * overwrite them.  Trees without that guarantee (a simulated domain, no
  * rseq, no membarrier) use the compare-and-swap versions below instead.
+ * There nothing makes a thread that read *stop clear finish before the
+ * drainer goes on, so the drainer closes each slot itself: it exchanges
+ * it with STOCK_CLOSED, which no compare-and-swap below accepts, and
+ * reopens it (stores 0) only when it is done; a destroyed group's slots
+ * stay closed and allocated until the tree is destroyed.
  */
 
+#include <limits.h>
 #include <stdbool.h>
 #include <tally/percpu.h>
 
 #include "inject.h"
+
+/* An atomic stock's slot while a drain holds it (below any amount). */
+#define STOCK_CLOSED LONG_MIN
 
 /* The same on a named CPU's slot, with compare-and-swap. */
 static inline bool stock_take_atomic(long *stock, unsigned int cpu, long n,
@@ -54,7 +63,8 @@ static inline bool stock_give_atomic(long *stock, unsigned int cpu, long n,
 		return false;
 	old = __atomic_load_n(slot, __ATOMIC_RELAXED);
 	do {
-		if (__atomic_load_n(stop, __ATOMIC_RELAXED) || old > cap - n)
+		if (__atomic_load_n(stop, __ATOMIC_RELAXED) || old < 0 ||
+		    old > cap - n)
 			return false;
 	} while ((tally_inject(TALLY_INJECT_MEMCG_STOCK_BEFORE_CAS),
 		  !__atomic_compare_exchange_n(slot, &old, old + n, true,

@@ -57,7 +57,8 @@
  * Destroyed groups: tally_memcg_destroy() moves a group's remaining charge
  * and local events to its parent; its stats stay in its ancestors'
  * hierarchical values.  Its handle stays valid until the tree is destroyed
- * (a few hundred bytes; its per-CPU stock is freed), so that objects still
+ * (a few hundred bytes; its per-CPU stock is freed, or kept closed when
+ * stocks are atomic: tally_memcg_tree_info()'s rseq is 0), so that objects still
  * charged to it can be uncharged: uncharges, charges and stat updates of
  * a destroyed group go to its nearest live ancestor.
  *

@@ -58,9 +58,9 @@
  * and local events to its parent; its stats stay in its ancestors'
  * hierarchical values.  Its handle stays valid until the tree is destroyed
  * (a few hundred bytes; its per-CPU stock is freed, or kept closed when
- * stocks are atomic: tally_memcg_tree_info()'s rseq is 0), so that objects still
- * charged to it can be uncharged: uncharges, charges and stat updates of
- * a destroyed group go to its nearest live ancestor.
+ * stocks are atomic: tally_memcg_tree_info()'s rseq is 0), so that
+ * objects still charged to it can be uncharged: uncharges, charges and
+ * stat updates of a destroyed group go to its nearest live ancestor.
  *
  * fork(): the tree's locks are taken around fork() and re-initialised in
  * the child, which may use the inherited tree.  Event file descriptors are

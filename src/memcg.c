@@ -39,7 +39,9 @@
  * are unlinked).  Locks, in their order: oom_lock (OOM kills, task lists'
  * candidate room), drain_lock (drains, destroy), structure (create,
  * destroy, find, attach).  Callbacks run with no tally lock held, except
- * the kill callback, which holds oom_lock.
+ * the kill callback, which holds oom_lock: it is recursive, so that the
+ * callback may call any function of the tree (it keeps the victim from
+ * being detached by another thread while the callback runs).
  */
 #include <errno.h>
 #include <linux/membarrier.h>
@@ -135,9 +137,17 @@ static void fork_parent(void)
 
 void memcg_init_tree_locks(struct tally_memcg_tree *t)
 {
+	pthread_mutexattr_t mattr;
 	pthread_rwlockattr_t attr;
 
-	pthread_mutex_init(&t->oom_lock, NULL);
+	/*
+	 * Recursive: the kill callback runs under oom_lock and may call
+	 * back (detach its victim, destroy, charge into another OOM).
+	 */
+	pthread_mutexattr_init(&mattr);
+	pthread_mutexattr_settype(&mattr, PTHREAD_MUTEX_RECURSIVE);
+	pthread_mutex_init(&t->oom_lock, &mattr);
+	pthread_mutexattr_destroy(&mattr);
 	pthread_mutex_init(&t->drain_lock, NULL);
 	pthread_rwlockattr_init(&attr);
 	pthread_rwlockattr_setkind_np(&attr,

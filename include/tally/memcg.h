@@ -699,10 +699,14 @@ enum tally_memcg_oom_mode {
  * @victim: the chosen task (attached to @oom_group's subtree).
  * @arg: the registered argument.
  *
- * Called in the charging thread with no tally lock held; should make the
- * victim release its memory soon (cancel a query, close a connection);
- * the charge waits for the uncharges up to the policy's timeout.  The
- * victim stays attached until the caller detaches it.
+ * Called in the charging thread holding the tree's OOM lock, which is
+ * re-entrant: the callback may call any tally function (detach the
+ * victim, uncharge, charge), while other threads' OOM kills, task
+ * attaches and detaches, OOM policy changes and group destroys wait for
+ * it to return.  It should make the victim release its memory soon
+ * (cancel a query, close a connection); the charge waits for the
+ * uncharges up to the policy's timeout.  The victim stays attached until
+ * the caller detaches it (in the callback or later).
  */
 typedef void (*tally_memcg_kill_fn)(struct tally_memcg *oom_group,
 				    struct tally_memcg_task *victim,

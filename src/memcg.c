@@ -1029,6 +1029,12 @@ int tally_memcg_high_delay(struct tally_memcg *g, long bytes,
 	/* The kernel's fixed point: overage in 1/2^20, delay scaling 2^14. */
 	const int precision = 20, scaling = 14;
 	const long max_delay_ns = 2000000000l, min_delay_ns = 10000000l;
+	/*
+	 * Overages at or above 2^40 (2^20 times high) give the 2 s maximum
+	 * for any charge size and batch; saturating there keeps every
+	 * product below in 128 bits.
+	 */
+	const long max_overage = 1l << 40;
 	long worst = 0;
 	__int128 delay;
 
@@ -1043,8 +1049,11 @@ int tally_memcg_high_delay(struct tally_memcg *g, long bytes,
 			continue;
 		if (usage - high > out->over)
 			out->over = usage - high;
-		overage = high ? (long)(((__int128)(usage - high) << precision)
-					/ high) : LONG_MAX >> 20;
+		if (!high || (usage - high) / high >= max_overage >> precision)
+			overage = max_overage;
+		else
+			overage = (long)(((__int128)(usage - high) << precision)
+					 / high);
 		if (overage > worst) {
 			worst = overage;
 			out->group = l;
@@ -1055,7 +1064,10 @@ int tally_memcg_high_delay(struct tally_memcg *g, long bytes,
 	/* overage^2 seconds, scaled down; proportional to the charge. */
 	delay = (__int128)worst * worst * 1000000000l;
 	delay >>= precision + scaling;
-	delay = delay * bytes / g->tree->batch;
+	if (delay >= (__int128)max_delay_ns * g->tree->batch / bytes + 1)
+		delay = max_delay_ns;
+	else
+		delay = delay * bytes / g->tree->batch;
 	if (delay > max_delay_ns)
 		delay = max_delay_ns;
 	out->delay_ns = delay < min_delay_ns ? 0 : (long)delay;

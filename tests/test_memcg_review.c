@@ -131,6 +131,75 @@ TEST(high_delay_of_a_large_charge_does_not_overflow)
 	tally_memcg_tree_destroy(t);
 }
 
+/* ---- reads of a group racing with its destroy ------------------------ */
+
+static struct tally_memcg *volatile race_group;
+static volatile int race_stop;
+
+static void *read_while_destroyed(void *arg)
+{
+	char buf[4096];
+
+	(void)arg;
+	while (!race_stop) {
+		struct tally_memcg *g = race_group;
+		long hier;
+		int r;
+
+		r = tally_memcg_render(g, TALLY_MEMCG_FILE_ALL, true, buf,
+				       sizeof(buf));
+		if (!CHECK(r > 0 || r == -EINVAL))
+			break;
+		r = tally_memcg_stat_read(g, TALLY_MEMCG_ANON,
+					  TALLY_FLUSH_FORCE, &hier, NULL);
+		if (!CHECK(r == 0 || r == -EINVAL))
+			break;
+	}
+	return NULL;
+}
+
+static void reads_racing_destroy_child(void)
+{
+	struct tally_memcg_tree *t;
+	struct tally_memcg *g;
+	pthread_t th[2];
+	double end = harness_now() + 0.5 * (double)harness_scale(2);
+	char name[32];
+	int n = 0;
+
+	REQUIRE(tally_memcg_tree_create(&t, NULL) == 0);
+	REQUIRE(tally_memcg_create(tally_memcg_root(t), "g0", &g) == 0);
+	race_group = g;
+	for (int i = 0; i < 2; i++)
+		REQUIRE(pthread_create(&th[i], NULL, read_while_destroyed,
+				       NULL) == 0);
+	while (harness_now() < end) {
+		struct tally_memcg *old = race_group;
+
+		snprintf(name, sizeof(name), "g%d", ++n);
+		if (!CHECK(tally_memcg_create(tally_memcg_root(t), name,
+					      &g) == 0))
+			break;
+		tally_memcg_stat_mod(g, TALLY_MEMCG_ANON, 4096);
+		race_group = g;
+		CHECK_EQ_LONG(tally_memcg_destroy(old), 0);
+	}
+	race_stop = 1;
+	for (int i = 0; i < 2; i++)
+		pthread_join(th[i], NULL);
+	tally_memcg_tree_destroy(t);
+}
+
+/*
+ * A destroyed group's handle stays valid and its reads return -EINVAL:
+ * render and stat_read racing with destroy must not touch the freed
+ * statistics group.
+ */
+TEST(stat_read_and_render_racing_destroy_do_not_crash)
+{
+	CHECK_EQ_LONG(run_with_alarm(reads_racing_destroy_child, 60), 0);
+}
+
 #ifdef TALLY_INJECT
 #include "inject.h"
 

@@ -1306,9 +1306,16 @@ int tally_memcg_stat_mod_cpu(struct tally_memcg *g, unsigned int cpu,
 int tally_memcg_stat_read(struct tally_memcg *g, enum tally_memcg_stat item,
 			  enum tally_flush_mode mode, long *hier, long *local)
 {
-	if (!g || LOAD(&g->dead) || (unsigned int)item >= TALLY_MEMCG_NR_STATS)
+	int err = -EINVAL;
+
+	if (!g || (unsigned int)item >= TALLY_MEMCG_NR_STATS)
 		return -EINVAL;
-	return tally_stats_read(g->stats, item, mode, hier, local);
+	/* Destroy frees the statistics group under the lock for writing. */
+	pthread_rwlock_rdlock(&g->tree->structure);
+	if (!LOAD(&g->dead))
+		err = tally_stats_read(g->stats, item, mode, hier, local);
+	pthread_rwlock_unlock(&g->tree->structure);
+	return err;
 }
 
 struct tally_stats_tree *tally_memcg_stats_tree(struct tally_memcg_tree *t)

@@ -519,7 +519,9 @@ int tally_memcg_stat_mod_cpu(struct tally_memcg *g, unsigned int cpu,
  * @hier: set to the subtree's value (or NULL).
  * @local: set to the group's own value (or NULL).
  *
- * Context: as tally_stats_read().
+ * Context: MT-safe, also against tally_memcg_destroy() of @g; not
+ * async-signal-safe: takes the tree's structure lock for reading, then
+ * as tally_stats_read().
  *
  * Return: 0, -EINVAL (NULL @g, unknown item or mode, destroyed group).
  */
@@ -819,7 +821,9 @@ enum tally_memcg_file {
  * The stats are read with a forced flush, memory.current with
  * %TALLY_MEMCG_READ_PRECISE.
  *
- * Context: MT-safe; not async-signal-safe: flushes the statistics tree.
+ * Context: MT-safe, also against tally_memcg_destroy() of @g; not
+ * async-signal-safe: takes the tree's structure lock for reading, flushes
+ * the statistics tree.
  *
  * Return: the length written, -EINVAL (NULL, unknown file, destroyed
  * group), -ENOSPC (short buffer: @buf holds "").

@@ -304,4 +304,55 @@ TEST(atomic_stock_uncharge_overtaken_by_destroy_is_not_lost)
 	tally_memcg_tree_destroy(t);
 	tally_domain_destroy(d);
 }
+/* ---- an uncharge that returned just before the refusal ---------------- */
+
+static int hook_calls;
+
+static int uncharge_on_third_cas(enum tally_inject_point point, void *arg)
+{
+	(void)point;
+	(void)arg;
+	if (++hook_calls == 3)
+		hook_ret = tally_memcg_uncharge(hook_group, 4096);
+	return 0;
+}
+
+/*
+ * The header: a charge fails only when usage + charge > max after the
+ * drain, usage counting only the uncharges that returned.  Here the
+ * charge's retry after its drain (third counter attempt) is preceded by
+ * an uncharge of 4096 that returns: 60 KiB + 4 KiB fit the 64 KiB max,
+ * so the charge must succeed; the bytes must not wait in a stock the
+ * drain has just reopened.
+ */
+TEST(uncharge_returned_before_the_retry_after_drain_is_not_a_refusal)
+{
+	struct tally_memcg_tree *t;
+	struct tally_memcg *g;
+	struct tally_memcg_range r;
+	int ret;
+
+	REQUIRE(tally_memcg_tree_create(&t, NULL) == 0);
+	REQUIRE(tally_memcg_create(tally_memcg_root(t), "g", &g) == 0);
+	REQUIRE(tally_memcg_set_limit(g, TALLY_MEMCG_MAX, 65536) == 0);
+	/* NOFAIL: exactly the bytes, no stock. */
+	REQUIRE(tally_memcg_charge(g, 4096, TALLY_MEMCG_NOFAIL) == 0);
+	REQUIRE(tally_memcg_charge(g, 61440, TALLY_MEMCG_NOFAIL) == 0);
+	hook_group = g;
+	hook_calls = 0;
+	hook_ret = 1;
+	tally_inject_set(TALLY_INJECT_MEMCG_BEFORE_CAS, uncharge_on_third_cas,
+			 NULL);
+	ret = tally_memcg_charge(g, 4096, TALLY_MEMCG_NORECLAIM);
+	tally_inject_set(TALLY_INJECT_MEMCG_BEFORE_CAS, NULL, NULL);
+	CHECK_EQ_LONG(hook_calls >= 3, 1);
+	CHECK_EQ_LONG(hook_ret, 0);
+	CHECK_EQ_LONG(ret, 0);
+	if (ret == 0)
+		CHECK_EQ_LONG(tally_memcg_uncharge(g, 4096), 0);
+	CHECK_EQ_LONG(tally_memcg_uncharge(g, 61440), 0);
+	REQUIRE(tally_memcg_usage(g, TALLY_MEMCG_READ_DRAIN, &r) == 0);
+	CHECK_EQ_LONG(r.value, 0);
+	tally_memcg_tree_destroy(t);
+}
 #endif /* TALLY_INJECT */

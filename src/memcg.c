@@ -505,18 +505,35 @@ static void rseq_barrier(struct tally_memcg_tree *t)
 }
 
 /*
- * Give every stock of @h's subtree back to the counters.  Caller holds
- * drain_lock.  Returns the refills in flight seen under @h.
+ * Give every stock of @h's subtree back to the counters and leave them
+ * closed (charges and uncharges go to the counters) until reopen_stocks().
+ * Caller holds drain_lock.  Returns the refills in flight seen under @h.
  */
-long memcg_drain_locked(struct tally_memcg *h)
+static long drain_closed(struct tally_memcg *h)
 {
 	struct tally_memcg_tree *t = h->tree;
 	long refilling = memcg_walk(h, set_stop, NULL);
 
 	rseq_barrier(t);
 	memcg_walk(h, empty_stock, NULL);
-	memcg_walk(h, clear_stop, NULL);
 	INC(&t->drains);
+	return refilling;
+}
+
+static void reopen_stocks(struct tally_memcg *h)
+{
+	memcg_walk(h, clear_stop, NULL);
+}
+
+/*
+ * Give every stock of @h's subtree back to the counters.  Caller holds
+ * drain_lock.  Returns the refills in flight seen under @h.
+ */
+long memcg_drain_locked(struct tally_memcg *h)
+{
+	long refilling = drain_closed(h);
+
+	reopen_stocks(h);
 	return refilling;
 }
 
@@ -551,9 +568,15 @@ static struct tally_memcg *drain_and_retry(struct tally_memcg *g, long n,
 	for (;;) {
 		long refilling;
 
+		/*
+		 * Retry before reopening the stocks: an uncharge that
+		 * returned in between is in the counters, not in a stock.
+		 */
 		pthread_mutex_lock(&t->drain_lock);
-		refilling = memcg_drain_locked(h);
+		refilling = drain_closed(h);
+		(void)tally_inject(TALLY_INJECT_MEMCG_DRAINED);
 		refuser = counters_try_add(g, n);
+		reopen_stocks(h);
 		pthread_mutex_unlock(&t->drain_lock);
 		if (!refuser)
 			break;

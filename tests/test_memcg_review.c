@@ -308,11 +308,11 @@ TEST(atomic_stock_uncharge_overtaken_by_destroy_is_not_lost)
 
 static int hook_calls;
 
-static int uncharge_on_third_cas(enum tally_inject_point point, void *arg)
+static int uncharge_after_drain(enum tally_inject_point point, void *arg)
 {
 	(void)point;
 	(void)arg;
-	if (++hook_calls == 3)
+	if (++hook_calls == 1)
 		hook_ret = tally_memcg_uncharge(hook_group, 4096);
 	return 0;
 }
@@ -320,8 +320,8 @@ static int uncharge_on_third_cas(enum tally_inject_point point, void *arg)
 /*
  * The header: a charge fails only when usage + charge > max after the
  * drain, usage counting only the uncharges that returned.  Here the
- * charge's retry after its drain (third counter attempt) is preceded by
- * an uncharge of 4096 that returns: 60 KiB + 4 KiB fit the 64 KiB max,
+ * charge's retry after its drain is preceded by an uncharge of 4096
+ * that returns: 60 KiB + 4 KiB fit the 64 KiB max,
  * so the charge must succeed; the bytes must not wait in a stock the
  * drain has just reopened.
  */
@@ -341,11 +341,11 @@ TEST(uncharge_returned_before_the_retry_after_drain_is_not_a_refusal)
 	hook_group = g;
 	hook_calls = 0;
 	hook_ret = 1;
-	tally_inject_set(TALLY_INJECT_MEMCG_BEFORE_CAS, uncharge_on_third_cas,
+	tally_inject_set(TALLY_INJECT_MEMCG_DRAINED, uncharge_after_drain,
 			 NULL);
 	ret = tally_memcg_charge(g, 4096, TALLY_MEMCG_NORECLAIM);
-	tally_inject_set(TALLY_INJECT_MEMCG_BEFORE_CAS, NULL, NULL);
-	CHECK_EQ_LONG(hook_calls >= 3, 1);
+	tally_inject_set(TALLY_INJECT_MEMCG_DRAINED, NULL, NULL);
+	CHECK_EQ_LONG(hook_calls, 1);
 	CHECK_EQ_LONG(hook_ret, 0);
 	CHECK_EQ_LONG(ret, 0);
 	if (ret == 0)

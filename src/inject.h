@@ -45,6 +45,11 @@ enum tally_inject_point {
 	 */
 	TALLY_INJECT_MEMCG_DRAINED,
 	/*
+	 * Memory groups: a drain closed the stocks of its subtree and
+	 * passed its barrier, before emptying them (drain lock held).
+	 */
+	TALLY_INJECT_MEMCG_DRAIN_STOPPED,
+	/*
 	 * Memory groups, atomic stocks (simulated domain, no rseq): the
 	 * stop flag read clear (last check) and the slot read, before the
 	 * slot's compare-and-swap.

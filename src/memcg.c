@@ -453,7 +453,11 @@ static long empty_stock(struct tally_memcg *g, void *arg)
 	long sum = 0;
 
 	(void)arg;
-	if (!g->fast.stock)
+	/*
+	 * Only the stocks this drain closed: a group created since set_stop()
+	 * has an open stock that sequences on other CPUs may be writing.
+	 */
+	if (!g->fast.stock || !LOAD(&g->fast.stop))
 		return 0;
 	for (unsigned int cpu = 0; cpu < nr_cpus; cpu++) {
 		long *slot = tally_percpu_ptr(g->fast.stock, cpu);
@@ -477,7 +481,7 @@ static long empty_stock(struct tally_memcg *g, void *arg)
 static long clear_stop(struct tally_memcg *g, void *arg)
 {
 	(void)arg;
-	if (LOAD(&g->dead))
+	if (LOAD(&g->dead) || !LOAD(&g->fast.stop))
 		return 0;
 	if (g->fast.stock && !g->fast.rseq) {
 		for (unsigned int cpu = 0; cpu < g->tree->nr_cpus; cpu++)
@@ -515,6 +519,7 @@ static long drain_closed(struct tally_memcg *h)
 	long refilling = memcg_walk(h, set_stop, NULL);
 
 	rseq_barrier(t);
+	(void)tally_inject(TALLY_INJECT_MEMCG_DRAIN_STOPPED);
 	memcg_walk(h, empty_stock, NULL);
 	INC(&t->drains);
 	return refilling;

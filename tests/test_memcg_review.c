@@ -133,16 +133,19 @@ TEST(high_delay_of_a_large_charge_does_not_overflow)
 
 /* ---- reads of a group racing with its destroy ------------------------ */
 
-static struct tally_memcg *volatile race_group;
-static volatile int race_stop;
+static struct tally_memcg *race_group;
+static int race_stop;
+
+#define LOAD(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
+#define STORE(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
 
 static void *read_while_destroyed(void *arg)
 {
 	char buf[4096];
 
 	(void)arg;
-	while (!race_stop) {
-		struct tally_memcg *g = race_group;
+	while (!LOAD(&race_stop)) {
+		struct tally_memcg *g = LOAD(&race_group);
 		long hier;
 		int r;
 
@@ -169,22 +172,22 @@ static void reads_racing_destroy_child(void)
 
 	REQUIRE(tally_memcg_tree_create(&t, NULL) == 0);
 	REQUIRE(tally_memcg_create(tally_memcg_root(t), "g0", &g) == 0);
-	race_group = g;
+	STORE(&race_group, g);
 	for (int i = 0; i < 2; i++)
 		REQUIRE(pthread_create(&th[i], NULL, read_while_destroyed,
 				       NULL) == 0);
 	while (harness_now() < end) {
-		struct tally_memcg *old = race_group;
+		struct tally_memcg *old = LOAD(&race_group);
 
 		snprintf(name, sizeof(name), "g%d", ++n);
 		if (!CHECK(tally_memcg_create(tally_memcg_root(t), name,
 					      &g) == 0))
 			break;
 		tally_memcg_stat_mod(g, TALLY_MEMCG_ANON, 4096);
-		race_group = g;
+		STORE(&race_group, g);
 		CHECK_EQ_LONG(tally_memcg_destroy(old), 0);
 	}
-	race_stop = 1;
+	STORE(&race_stop, 1);
 	for (int i = 0; i < 2; i++)
 		pthread_join(th[i], NULL);
 	tally_memcg_tree_destroy(t);
@@ -353,6 +356,103 @@ TEST(uncharge_returned_before_the_retry_after_drain_is_not_a_refusal)
 	CHECK_EQ_LONG(tally_memcg_uncharge(g, 61440), 0);
 	REQUIRE(tally_memcg_usage(g, TALLY_MEMCG_READ_DRAIN, &r) == 0);
 	CHECK_EQ_LONG(r.value, 0);
+	tally_memcg_tree_destroy(t);
+}
+/* ---- a group created while a drain of its parent is in flight --------- */
+
+static struct tally_memcg *hammer_group;
+static long hammer_ops;
+static int hammer_quit;
+
+/* Charge and uncharge 64 bytes on the fast path of hammer_group. */
+static void *hammer(void *arg)
+{
+	(void)arg;
+	util_pin((int)util_allowed_cpu(1));
+	while (!LOAD(&hammer_quit)) {
+		struct tally_memcg *g = LOAD(&hammer_group);
+
+		if (g && tally_memcg_charge(g, 64, 0) == 0)
+			tally_memcg_uncharge(g, 64);
+		__atomic_add_fetch(&hammer_ops, 1, __ATOMIC_RELEASE);
+	}
+	return NULL;
+}
+
+static int create_and_hammer(enum tally_inject_point point, void *arg)
+{
+	struct tally_memcg *n;
+	char name[32];
+	long ops;
+
+	(void)point;
+	if (!hook_armed)
+		return 0;
+	hook_armed = 0;
+	snprintf(name, sizeof(name), "n%d", ++hook_calls);
+	if (tally_memcg_create(hook_group, name, &n))
+		return 0;
+	*(struct tally_memcg **)arg = n;
+	ops = LOAD(&hammer_ops);
+	STORE(&hammer_group, n);
+	while (LOAD(&hammer_ops) < ops + 2000)
+		;
+	return 0;
+}
+
+/*
+ * A drain closes the stocks of the groups it finds, then empties the
+ * groups it finds again: a group created in between is emptied (an
+ * exchange) while its stock is open to restartable sequences on another
+ * CPU, whose plain store can overwrite the exchange.  Bytes then sit in a
+ * stock uncounted, and the next drain gives them back twice (an
+ * underflow).  Everything charged is uncharged here: the usage must come
+ * back to 0 without underflows.
+ */
+TEST(group_created_during_a_drain_keeps_its_stock_counted)
+{
+	struct tally_memcg_options o = { .batch = 4096 };
+	struct tally_memcg_tree *t;
+	struct tally_memcg *h, *n = NULL;
+	struct tally_memcg_range r;
+	struct tally_memcg_info info;
+	pthread_t th;
+	long rounds = harness_scale(300);
+
+	if (util_nr_allowed() < 2) {
+		harness_log("needs 2 CPUs");
+		return;
+	}
+	REQUIRE(tally_memcg_tree_create(&t, &o) == 0);
+	REQUIRE(tally_memcg_create(tally_memcg_root(t), "h", &h) == 0);
+	hook_group = h;
+	hook_calls = 0;
+	STORE(&hammer_quit, 0);
+	STORE(&hammer_group, NULL);
+	REQUIRE(pthread_create(&th, NULL, hammer, NULL) == 0);
+	util_pin((int)util_allowed_cpu(0));
+	tally_inject_set(TALLY_INJECT_MEMCG_DRAIN_STOPPED, create_and_hammer,
+			 &n);
+	for (long i = 0; i < rounds; i++) {
+		n = NULL;
+		hook_armed = 1;
+		tally_memcg_drain(h);
+		STORE(&hammer_group, NULL);
+		/* Let the hammer leave n before it goes. */
+		for (long ops = LOAD(&hammer_ops); LOAD(&hammer_ops) < ops + 3;)
+			;
+		if (n)
+			CHECK_EQ_LONG(tally_memcg_destroy(n), 0);
+	}
+	tally_inject_set(TALLY_INJECT_MEMCG_DRAIN_STOPPED, NULL, NULL);
+	STORE(&hammer_quit, 1);
+	pthread_join(th, NULL);
+	util_pin(-1);
+	REQUIRE(tally_memcg_usage(tally_memcg_root(t), TALLY_MEMCG_READ_DRAIN,
+				  &r) == 0);
+	REQUIRE(tally_memcg_tree_info(t, &info) == 0);
+	CHECK_EQ_LONG(r.value, 0);
+	CHECK_EQ_ULONG(info.underflows, 0);
 	tally_memcg_tree_destroy(t);
 }
 #endif /* TALLY_INJECT */

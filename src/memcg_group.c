@@ -72,7 +72,7 @@ int tally_memcg_tree_create(struct tally_memcg_tree **out,
 	t->domain = opts && opts->domain ? opts->domain : tally_domain_system();
 	if (!t->domain) {
 		free(t);
-		return -EINVAL;
+		return -ENODEV;
 	}
 	t->nr_cpus = tally_domain_nr_cpus(t->domain);
 	t->simulated = tally_domain_is_simulated(t->domain);

@@ -203,6 +203,27 @@ TEST(stat_read_and_render_racing_destroy_do_not_crash)
 	CHECK_EQ_LONG(run_with_alarm(reads_racing_destroy_child, 60), 0);
 }
 
+/* ---- no system domain ------------------------------------------------ */
+
+/*
+ * Without the system's CPUs (no sysfs), creating a tree on the system
+ * domain fails with -ENODEV, as every other tally constructor does, not
+ * -EINVAL (which says the caller passed something wrong).
+ */
+TEST(tree_create_without_system_cpus_is_enodev)
+{
+	static const char *const env[] = { "TALLY_SYSFS_ROOT=/nonexistent",
+					   NULL };
+	struct tally_memcg_tree *t = (struct tally_memcg_tree *)1;
+
+	if (!harness_is_child()) {
+		CHECK_EQ_LONG(RERUN_THIS_TEST(env), 0);
+		return;
+	}
+	CHECK_EQ_LONG(tally_memcg_tree_create(&t, NULL), -ENODEV);
+	CHECK(t == NULL);
+}
+
 #ifdef TALLY_INJECT
 #include "inject.h"
 

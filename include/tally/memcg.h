@@ -173,7 +173,8 @@ struct tally_memcg_options {
  * Context: MT-safe; not async-signal-safe: allocates, may register the
  * process for membarrier().
  *
- * Return: 0, -EINVAL (NULL @out, bad batch), -ENOMEM.
+ * Return: 0, -EINVAL (NULL @out, bad batch), -ENOMEM, -ENODEV (@opts
+ * names no domain and the system domain is unavailable).
  */
 int tally_memcg_tree_create(struct tally_memcg_tree **out,
 			    const struct tally_memcg_options *opts);

@@ -883,8 +883,15 @@ int tally_bench_charge(int argc, char **argv)
 		print_accuracy(r, cells, nr);
 	if (!err)
 		err = measure_error(r);
-	if (!err)
+	if (!err) {
+		double load;
+
 		print_legend(r);
+		/* The machine line has the load at the start; this, at the end. */
+		if (getloadavg(&load, 1) == 1)
+			fprintf(r->out, "load average (1 min) at the end: %.2f\n",
+				load);
+	}
 	if (err)
 		fprintf(stderr, "tally: benchmark stopped\n");
 	if (bench_json_close(&r->json))

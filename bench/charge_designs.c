@@ -53,6 +53,11 @@
 #include <tally/percpu.h>
 #include "charge_designs.h"
 
+/* The thread_exit of designs that keep nothing per thread. */
+static void no_thread_exit(void *v, struct charge_thread *th)
+{
+}
+
 /* ---- tally ------------------------------------------------------------ */
 
 struct tally_design {
@@ -122,10 +127,6 @@ static void tally_uncharge(void *v, struct charge_thread *th, int cpu, long n)
 		tally_memcg_uncharge_cpu(t->leaf, (unsigned int)cpu, n);
 }
 
-static void tally_thread_exit(void *v, struct charge_thread *th)
-{
-}
-
 static long tally_read(struct tally_design *t, enum tally_memcg_read_mode m)
 {
 	struct tally_memcg_range r;
@@ -158,7 +159,7 @@ const struct charge_design charge_design_tally = {
 	.destroy = tally_destroy,
 	.charge = tally_charge,
 	.uncharge = tally_uncharge,
-	.thread_exit = tally_thread_exit,
+	.thread_exit = no_thread_exit,
 	.usage = tally_usage,
 	.drained_usage = tally_drained_usage,
 	.pairs = tally_pairs,
@@ -371,10 +372,6 @@ static void kernel_uncharge(void *v, struct charge_thread *th, int cpu,
 	stock_refill(k, cpu, k->depth + 1, n);
 }
 
-static void kernel_thread_exit(void *v, struct charge_thread *th)
-{
-}
-
 static long kernel_usage(void *v)
 {
 	struct kernel_design *k = v;
@@ -409,7 +406,7 @@ const struct charge_design charge_design_kernel = {
 	.destroy = kernel_destroy,
 	.charge = kernel_charge,
 	.uncharge = kernel_uncharge,
-	.thread_exit = kernel_thread_exit,
+	.thread_exit = no_thread_exit,
 	.usage = kernel_usage,
 	.drained_usage = kernel_drained_usage,
 	.pairs = kernel_pairs,
@@ -469,10 +466,6 @@ static void pc_uncharge(void *v, struct charge_thread *th, int cpu, long n)
 	pc_add(c->leaf, -n);
 }
 
-static void pc_thread_exit(void *v, struct charge_thread *th)
-{
-}
-
 static unsigned long pc_pairs(void *d, struct charge_thread *t,
 			      unsigned long n, long size, long wave)
 {
@@ -487,7 +480,7 @@ const struct charge_design charge_design_page_counter = {
 	.destroy = chain_destroy,
 	.charge = pc_charge,
 	.uncharge = pc_uncharge,
-	.thread_exit = pc_thread_exit,
+	.thread_exit = no_thread_exit,
 	.usage = chain_usage,
 	.drained_usage = chain_usage,
 	.pairs = pc_pairs,

@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include <tally/export.h>
+#include <tally/memcg.h>
 #include "stats_internal.h"
 
 #define DEFAULT_PREFIX "tally"
@@ -55,6 +56,23 @@ enum family_kind {
 };
 
 /*
+ * The columns of a memory-group source, one family each: usage, peak and
+ * limits (gauges in bytes), then memory.events and memory.events.local
+ * (counters).
+ */
+enum {
+	MEMCG_COL_CURRENT,
+	MEMCG_COL_PEAK,
+	MEMCG_COL_MIN,
+	MEMCG_COL_LOW,
+	MEMCG_COL_HIGH,
+	MEMCG_COL_MAX,
+	MEMCG_COL_EVENTS,
+	MEMCG_COL_EVENTS_LOCAL = MEMCG_COL_EVENTS + TALLY_MEMCG_NR_EVENTS,
+	MEMCG_NR_COLS = MEMCG_COL_EVENTS_LOCAL + TALLY_MEMCG_NR_EVENTS,
+};
+
+/*
  * A family: one sample per row of the snapshot (column @col of the row's
  * values), or one sample of the source's bound.
  */
@@ -68,13 +86,15 @@ struct family {
 };
 
 /*
- * A source: a statistics tree.  Its snapshot is rows (groups) of nr_cols
- * values (the stats' local values, then the hierarchical ones); another
- * kind of source (memory groups) brings its own snapshot function and
- * families over the same rows and renderer.
+ * A source: a statistics tree, or a memory tree (@memcg set; @tree is
+ * then the statistics tree of its memory.stat, which has the same groups).
+ * Its snapshot is rows (groups) of nr_cols values (a statistics tree: the
+ * stats' local values, then the hierarchical ones; a memory tree: the
+ * MEMCG_COL_* columns) over the same rows and renderer.
  */
 struct source {
 	struct tally_stats_tree *tree;
+	struct tally_memcg_tree *memcg;
 	enum tally_flush_mode mode;
 	unsigned long bound;	/* the accuracy family's value */
 	unsigned int nr_cols;
@@ -473,6 +493,11 @@ static void family_meta(struct buf *b, enum tally_export_format format,
 	}
 }
 
+static int finish_family(struct family *f, struct buf *name_buf,
+			 enum tally_export_format format, const char *unit,
+			 const char *help_head, const char *subject,
+			 const char *help_tail);
+
 static int build_family(struct family *f, enum tally_export_format format,
 			const char *prefix, enum family_kind kind,
 			unsigned int stat, const struct tally_stats_tree *t,
@@ -494,15 +519,29 @@ static int build_family(struct family *f, enum tally_export_format format,
 	};
 	bool accuracy = kind == FAMILY_ACCURACY;
 	const char *stat_name = accuracy ? "bound" : t->names[stat];
-	struct buf name = { 0 }, meta = { 0 };
+	struct buf name = { 0 };
 
 	f->per_row = !accuracy;
 	f->col = accuracy ? 0 : (kind == FAMILY_HIER ? t->nr_stats : 0) + stat;
 	f->counter = !accuracy && t->is_event[stat];
 	family_name(&name, prefix, kind, stat_name, f->counter, unit);
+	return finish_family(f, &name, format, unit, help_head[kind],
+			     accuracy ? "" : stat_name, help_tail[kind]);
+}
+
+/*
+ * The metadata and sample name of @f, whose name is in @name and whose
+ * kind and column are set; frees @name's buffer on failure.
+ */
+static int finish_family(struct family *f, struct buf *name_buf,
+			 enum tally_export_format format, const char *unit,
+			 const char *help_head, const char *subject,
+			 const char *help_tail)
+{
+	struct buf name = *name_buf, meta = { 0 };
+
 	family_meta(&meta, format, name.p, name.len, f->counter, unit,
-		    help_head[kind], accuracy ? "" : stat_name,
-		    help_tail[kind]);
+		    help_head, subject, help_tail);
 	if (f->counter)
 		buf_str(&name, "_total");
 	buf_mem(&meta, "", 1);
@@ -590,6 +629,32 @@ static int claim_names(struct tally_exporter *e, const struct family *f,
 	return err;
 }
 
+/*
+ * Append @src, whose @built families are built (all of them unless @err),
+ * claiming their names; on failure they are freed and nothing changes.
+ */
+static int add_source(struct tally_exporter *e, int err, struct family *fams,
+		      unsigned int built, const struct source *src)
+{
+	struct source *sources;
+
+	/* Grown first: once the names are claimed nothing can fail. */
+	sources = err ? NULL : realloc(e->sources, (e->nr_sources + 1) *
+							  sizeof(*sources));
+	if (!err && !sources)
+		err = -ENOMEM;
+	if (!err) {
+		e->sources = sources;
+		err = claim_names(e, fams, src->nr_families);
+	}
+	if (err) {
+		free_families(fams, built);
+		return err;
+	}
+	e->sources[e->nr_sources++] = *src;
+	return 0;
+}
+
 static int check_stats_options(const struct tally_stats_tree *t,
 			       const struct tally_export_stats_options *o,
 			       const char *prefix)
@@ -612,7 +677,6 @@ int tally_exporter_add_stats(struct tally_exporter *e,
 	const char *prefix = o->prefix ? o->prefix : DEFAULT_PREFIX;
 	unsigned int nr, built = 0;
 	struct family *fams;
-	struct source *sources;
 	int err;
 
 	if (!e || !t)
@@ -639,20 +703,7 @@ int tally_exporter_add_stats(struct tally_exporter *e,
 		err = build_family(&fams[built], e->format, prefix,
 				   FAMILY_ACCURACY, t->nr_stats, t, NULL);
 	built += !err;
-	/* Grown first: once the names are claimed nothing can fail. */
-	sources = err ? NULL : realloc(e->sources, (e->nr_sources + 1) *
-							  sizeof(*sources));
-	if (!err && !sources)
-		err = -ENOMEM;
-	if (!err) {
-		e->sources = sources;
-		err = claim_names(e, fams, nr);
-	}
-	if (err) {
-		free_families(fams, built);
-		return err;
-	}
-	e->sources[e->nr_sources++] = (struct source){
+	return add_source(e, err, fams, built, &(struct source){
 		.tree = t,
 		.mode = o->mode,
 		.bound = o->mode == TALLY_FLUSH_FORCE
@@ -661,8 +712,84 @@ int tally_exporter_add_stats(struct tally_exporter *e,
 		.nr_cols = 2 * t->nr_stats,
 		.families = fams,
 		.nr_families = nr,
-	};
-	return 0;
+	});
+}
+
+static const struct memcg_family {
+	const char *name;
+	const char *help;
+} memcg_families[] = {
+	[MEMCG_COL_CURRENT] = { "memory_current",
+		"memory.current: the usage of the group and its descendants "
+		"(stocks subtracted)." },
+	[MEMCG_COL_PEAK] = { "memory_peak",
+		"memory.peak: the highest usage, stocks included." },
+	[MEMCG_COL_MIN] = { "memory_min", "memory.min: hard protection." },
+	[MEMCG_COL_LOW] = { "memory_low",
+		"memory.low: best-effort protection." },
+	[MEMCG_COL_HIGH] = { "memory_high",
+		"memory.high: throttling limit (9223372036854775807: none)." },
+	[MEMCG_COL_MAX] = { "memory_max",
+		"memory.max: hard limit (9223372036854775807: none)." },
+};
+
+/* The family of column @col of a memory tree. */
+static int build_memcg_family(struct family *f,
+			      enum tally_export_format format,
+			      const char *prefix, unsigned int col)
+{
+	struct buf name = { 0 };
+	bool local = col >= MEMCG_COL_EVENTS_LOCAL;
+	const char *event;
+
+	f->per_row = true;
+	f->col = col;
+	f->counter = col >= MEMCG_COL_EVENTS;
+	buf_str(&name, prefix);
+	buf_mem(&name, "_", 1);
+	if (!f->counter) {
+		buf_str(&name, memcg_families[col].name);
+		buf_str(&name, "_bytes");
+		return finish_family(f, &name, format, "bytes",
+				     memcg_families[col].help, "", "");
+	}
+	event = tally_memcg_event_name(col - (local ? MEMCG_COL_EVENTS_LOCAL
+						   : MEMCG_COL_EVENTS));
+	buf_str(&name, local ? "memory_events_local_" : "memory_events_");
+	buf_str(&name, event);
+	return finish_family(f, &name, format, NULL,
+			     local ? "memory.events.local: " :
+				     "memory.events: ",
+			     event, local ? " events of the group alone." :
+				" events of the group and its descendants.");
+}
+
+int tally_exporter_add_memcg(struct tally_exporter *e,
+			     struct tally_memcg_tree *t,
+			     const struct tally_export_memcg_options *opts)
+{
+	const char *prefix = opts && opts->prefix ? opts->prefix
+						  : DEFAULT_PREFIX;
+	unsigned int built = 0;
+	struct family *fams;
+	int err = 0;
+
+	if (!e || !t || !valid_identifier(prefix, TALLY_EXPORT_PREFIX_MAX))
+		return -EINVAL;
+	fams = calloc(MEMCG_NR_COLS, sizeof(*fams));
+	if (!fams)
+		return -ENOMEM;
+	for (unsigned int col = 0; !err && col < MEMCG_NR_COLS; col++) {
+		err = build_memcg_family(&fams[built], e->format, prefix, col);
+		built += !err;
+	}
+	return add_source(e, err, fams, built, &(struct source){
+		.tree = tally_memcg_stats_tree(t),
+		.memcg = t,
+		.nr_cols = MEMCG_NR_COLS,
+		.families = fams,
+		.nr_families = MEMCG_NR_COLS,
+	});
 }
 
 /* --- snapshot ----------------------------------------------------------- */
@@ -690,11 +817,10 @@ static void *grow(void *p, size_t *cap, size_t need, size_t size)
  * parent's (the last row met one level up) plus '/' and the escaped
  * name; the root's is empty and written "/".
  */
-static int snapshot_group(struct tally_stats_group *g, unsigned int depth,
-			  void *arg)
+static long *add_row(struct tally_exporter *e, struct tally_stats_group *g,
+		     unsigned int depth, size_t nv)
 {
-	struct tally_exporter *e = arg;
-	size_t nv = 2 * (size_t)g->nr_stats, r = e->nr_rows;
+	size_t r = e->nr_rows;
 	struct row *row = grow(e->rows, &e->cap_rows, r + 1, sizeof(*row));
 	long *v;
 	size_t *d;
@@ -709,7 +835,7 @@ static int snapshot_group(struct tally_stats_group *g, unsigned int depth,
 		     sizeof(*d))
 	      : NULL;
 	if (!d)
-		return -ENOMEM;
+		return NULL;
 	e->depth_row = d;
 	row = &e->rows[r];
 	row->path_off = e->paths.len;
@@ -720,16 +846,53 @@ static int snapshot_group(struct tally_stats_group *g, unsigned int depth,
 		 * copying the parent's path. */
 		if (!buf_reserve(&e->paths, up->path_len + 1 +
 						    5 * g->name_len))
-			return -ENOMEM;
+			return NULL;
 		buf_mem(&e->paths, e->paths.p + up->path_off, up->path_len);
 		buf_mem(&e->paths, "/", 1);
 		buf_escaped(&e->paths, g->name, g->name_len, true);
 	}
 	row->path_len = e->paths.len - row->path_off;
 	e->depth_row[depth] = r;
-	v = e->values + r * nv;
-	tally_stats_snapshot(g, TALLY_FLUSH_NONE, v + nv / 2, v);
 	e->nr_rows++;
+	return e->values + r * nv;
+}
+
+static int snapshot_group(struct tally_stats_group *g, unsigned int depth,
+			  void *arg)
+{
+	size_t nv = 2 * (size_t)g->nr_stats;
+	long *v = add_row(arg, g, depth, nv);
+
+	if (!v)
+		return -ENOMEM;
+	tally_stats_snapshot(g, TALLY_FLUSH_NONE, v + nv / 2, v);
+	return 0;
+}
+
+/*
+ * The memory group a group of its memory.stat tree serves: its handle
+ * stays valid for the tree's life, so reading it under the statistics
+ * tree's lock is safe even while it is being destroyed.
+ */
+static int snapshot_memcg_group(struct tally_stats_group *g,
+				unsigned int depth, void *arg)
+{
+	struct tally_memcg *m = g->owner;
+	long *v = add_row(arg, g, depth, MEMCG_NR_COLS);
+	struct tally_memcg_range usage;
+	struct tally_memcg_limits lim;
+
+	if (!v)
+		return -ENOMEM;
+	tally_memcg_usage(m, TALLY_MEMCG_READ_PRECISE, &usage);
+	tally_memcg_get_limits(m, &lim);
+	v[MEMCG_COL_CURRENT] = usage.value;
+	v[MEMCG_COL_PEAK] = tally_memcg_peak(m, false);
+	v[MEMCG_COL_MIN] = lim.min;
+	v[MEMCG_COL_LOW] = lim.low;
+	v[MEMCG_COL_HIGH] = lim.high;
+	v[MEMCG_COL_MAX] = lim.max;
+	tally_memcg_events(m, v + MEMCG_COL_EVENTS, v + MEMCG_COL_EVENTS_LOCAL);
 	return 0;
 }
 
@@ -738,6 +901,10 @@ static int snapshot(struct tally_exporter *e, const struct source *s)
 {
 	struct tally_stats_tree *t = s->tree;
 
+	e->nr_rows = 0;
+	e->paths.len = 0;
+	if (s->memcg)
+		return stats_walk_sorted(t, snapshot_memcg_group, e);
 	if (s->mode == TALLY_FLUSH_FORCE) {
 		/* The baseline designs may skip: then flush past them. */
 		if (!t->ops->flush(t->root, true))
@@ -746,8 +913,6 @@ static int snapshot(struct tally_exporter *e, const struct source *s)
 		tally_stats_snapshot(t->root, TALLY_FLUSH_IF_NEEDED, NULL,
 				     NULL);
 	}
-	e->nr_rows = 0;
-	e->paths.len = 0;
 	return stats_walk_sorted(t, snapshot_group, e);
 }
 

@@ -352,9 +352,8 @@ static bool stock_take(struct tally_memcg *g, unsigned int cpu, long n)
 	if (cpu == NO_CPU && g->fast.rseq) {
 		int r = tally_percpu_take_(g->fast.stock, n, &g->fast.stop);
 
-		if (r >= 0)
-			return r;
-		memcg_rseq_register();
+		if (r >= 0 || !tally_rseq_thread_ready())
+			return r > 0;
 		return tally_percpu_take_(g->fast.stock, n, &g->fast.stop) > 0;
 	}
 	if (cpu == NO_CPU)
@@ -368,23 +367,14 @@ static bool stock_give(struct tally_memcg *g, unsigned int cpu, long n,
 	if (cpu == NO_CPU && g->fast.rseq) {
 		int r = tally_percpu_give_(g->fast.stock, n, cap, &g->fast.stop);
 
-		if (r >= 0)
-			return r;
-		memcg_rseq_register();
-		return tally_percpu_give_(g->fast.stock, n, cap, &g->fast.stop) > 0;
+		if (r >= 0 || !tally_rseq_thread_ready())
+			return r > 0;
+		return tally_percpu_give_(g->fast.stock, n, cap,
+					  &g->fast.stop) > 0;
 	}
 	if (cpu == NO_CPU)
 		cpu = tally_current_cpu();
 	return stock_give_atomic(g->fast.stock, cpu, n, cap, &g->fast.stop);
-}
-
-void memcg_rseq_register(void)
-{
-	long scratch = 0;
-	unsigned int cpu;
-
-	/* Registers this thread's rseq area (tally's own mode), or aborts. */
-	tally_percpu_add_return_slow(&scratch, 0, &cpu);
 }
 
 /*
@@ -999,8 +989,11 @@ int tally_memcg_high_delay(struct tally_memcg *g, long bytes,
 			continue;
 		if (usage - high > out->over)
 			out->over = usage - high;
-		overage = high ? (long)(((__int128)(usage - high) << precision)
-					/ high) : LONG_MAX >> 20;
+		/* Past 2^40 the delay is the maximum anyway: no overflow. */
+		overage = (long)(((__int128)(usage - high) << precision) /
+				 (high > 0 ? high : 1));
+		if (overage < 0 || overage > (1l << 40))
+			overage = 1l << 40;
 		if (overage > worst) {
 			worst = overage;
 			out->group = l;
@@ -1011,6 +1004,8 @@ int tally_memcg_high_delay(struct tally_memcg *g, long bytes,
 	/* overage^2 seconds, scaled down; proportional to the charge. */
 	delay = (__int128)worst * worst * 1000000000l;
 	delay >>= precision + scaling;
+	if (delay > (__int128)max_delay_ns * g->tree->batch)
+		delay = (__int128)max_delay_ns * g->tree->batch;
 	delay = delay * bytes / g->tree->batch;
 	if (delay > max_delay_ns)
 		delay = max_delay_ns;

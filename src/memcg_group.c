@@ -72,7 +72,7 @@ int tally_memcg_tree_create(struct tally_memcg_tree **out,
 	t->domain = opts && opts->domain ? opts->domain : tally_domain_system();
 	if (!t->domain) {
 		free(t);
-		return -EINVAL;
+		return -ENODEV;
 	}
 	t->nr_cpus = tally_domain_nr_cpus(t->domain);
 	t->simulated = tally_domain_is_simulated(t->domain);
@@ -101,7 +101,6 @@ int tally_memcg_tree_create(struct tally_memcg_tree **out,
 	}
 	t->root->stats = tally_stats_root(t->stats);
 	t->root->stats->owner = t->root;
-	t->root->name = NULL;
 	t->all = t->root;
 	t->nr_groups = 1;
 	memcg_register_tree(t);
@@ -151,10 +150,8 @@ int tally_memcg_create(struct tally_memcg *parent, const char *name,
 		return -ENOMEM;
 	pthread_rwlock_wrlock(&t->structure);
 	err = __atomic_load_n(&parent->dead, __ATOMIC_RELAXED) ? -EINVAL :
-		tally_stats_group_create(parent->stats, name, &g->stats);
+		stats_group_create_owned(parent->stats, name, g, &g->stats);
 	if (!err) {
-		g->stats->owner = g;
-		g->name = g->stats->name;
 		g->next_sibling = parent->first_child;
 		g->next_all = t->all;
 		t->all = g;
@@ -257,7 +254,6 @@ int tally_memcg_destroy(struct tally_memcg *g)
 	/* Its stats are in its ancestors' hierarchical values already. */
 	tally_stats_group_destroy(g->stats);
 	g->stats = NULL;
-	g->name = NULL;
 	t->nr_groups--;
 	t->nr_zombies++;
 out:

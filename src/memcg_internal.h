@@ -50,9 +50,7 @@ struct tally_memcg {
 	struct tally_memcg *first_child;
 	struct tally_memcg *next_sibling;
 	struct tally_memcg *next_all;	/* every group, zombies included */
-	struct tally_memcg *hash_next;
 	unsigned long nr_children;
-	char *name;
 };
 
 struct tally_memcg_tree {
@@ -68,10 +66,6 @@ struct tally_memcg_tree {
 	pthread_mutex_t oom_lock;
 	pthread_mutex_t drain_lock;
 	pthread_rwlock_t structure;
-
-	/* (parent, name) -> group, under structure. */
-	struct tally_memcg **hash;
-	size_t hash_size;
 
 	/* OOM candidates' room, one per attached task, under oom_lock. */
 	struct tally_oom_candidate *cands;
@@ -91,7 +85,6 @@ struct tally_memcg_tree {
 };
 
 void memcg_event(struct tally_memcg *g, enum tally_memcg_event ev);
-void memcg_rseq_register(void);
 long memcg_walk(struct tally_memcg *h,
 		long (*fn)(struct tally_memcg *g, void *arg), void *arg);
 long memcg_drain_locked(struct tally_memcg *h);

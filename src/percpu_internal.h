@@ -10,6 +10,7 @@
  */
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 struct tally_percpu_chunk;
@@ -41,5 +42,12 @@ void tally_percpu_pool_release(struct tally_percpu_pool *pool);
  * initialise it afresh (no waiter of the parent left in it).
  */
 void tally_mutex_reset(pthread_mutex_t *lock);
+
+/*
+ * Make sure this thread's rseq area is usable: sets the mode up, registers
+ * tally's own area in OWN mode, aborts the process (as every update does)
+ * when the thread cannot have one.  False in FALLBACK mode.
+ */
+bool tally_rseq_thread_ready(void);
 
 #endif /* TALLY_PERCPU_INTERNAL_H */

@@ -36,6 +36,7 @@
 
 #include <tally/percpu.h>
 #include "inject.h"
+#include "percpu_internal.h"
 
 /* glibc >= 2.35 exports these; weak so that older glibc still links. */
 extern const ptrdiff_t __rseq_offset __attribute__((weak));
@@ -171,6 +172,11 @@ static bool registered_now(void)
 	if (area_cpu_id() < 0)
 		refuse_to_mix();
 	return true;
+}
+
+bool tally_rseq_thread_ready(void)
+{
+	return registered_now();
 }
 
 static unsigned int fallback_cpu(void)

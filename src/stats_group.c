@@ -277,6 +277,13 @@ struct tally_stats_group *stats_group_new(struct tally_stats_tree *t,
 int tally_stats_group_create(struct tally_stats_group *parent,
 			     const char *name, struct tally_stats_group **out)
 {
+	return stats_group_create_owned(parent, name, NULL, out);
+}
+
+int stats_group_create_owned(struct tally_stats_group *parent,
+			     const char *name, void *owner,
+			     struct tally_stats_group **out)
+{
 	struct tally_stats_tree *t;
 	struct tally_stats_group *g = NULL;
 	size_t len;
@@ -301,6 +308,7 @@ int tally_stats_group_create(struct tally_stats_group *parent,
 	if (!err) {
 		struct tally_stats_group **b = bucket_of(t, parent, name, len);
 
+		g->owner = owner;
 		g->next_sibling = parent->first_child;
 		if (parent->first_child)
 			parent->first_child->prev_sibling = g;

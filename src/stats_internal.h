@@ -342,6 +342,14 @@ struct stats_walk_entry {
  * child walk); its non-zero return stops the walk and is returned.
  * Returns 0, @fn's value, or -ENOMEM (the walk's stack).
  */
+/*
+ * tally_stats_group_create() for a memory group: @owner is set before
+ * the group can be found or walked.
+ */
+int stats_group_create_owned(struct tally_stats_group *parent,
+			     const char *name, void *owner,
+			     struct tally_stats_group **out);
+
 int stats_walk_sorted(struct tally_stats_tree *t,
 		      int (*fn)(struct tally_stats_group *g,
 				unsigned int depth, void *arg),

@@ -1239,3 +1239,99 @@ TEST(a_tree_on_a_simulated_domain_exports_its_sum_over_cpus)
 	tally_stats_tree_destroy(t);
 	tally_domain_destroy(o.domain);
 }
+
+/*
+ * A memory tree: usage, peak, limits and events of every live group, in
+ * both formats, accepted by both parsers; a destroyed group disappears
+ * while its charge stays in its parent's usage.
+ */
+TEST(a_memory_tree_exports_usage_limits_and_events_that_parsers_accept)
+{
+	struct tally_memcg_tree *t = NULL;
+	struct tally_memcg *a = NULL, *b = NULL;
+	struct tally_export_options po = { .format = TALLY_EXPORT_PROMETHEUS };
+	struct tally_export_options oo = { .format = TALLY_EXPORT_OPENMETRICS };
+	struct tally_export_stats_options so = { .prefix = "tally_memory_stat",
+						 .mode = TALLY_FLUSH_FORCE };
+	struct tally_exporter *pe = NULL, *oe = NULL;
+	char *ptext = NULL, *otext = NULL, out[16384];
+
+	REQUIRE(tally_memcg_tree_create(&t, NULL) == 0);
+	CHECK_EQ_LONG(tally_memcg_create(tally_memcg_root(t), "a", &a), 0);
+	CHECK_EQ_LONG(tally_memcg_create(a, "b", &b), 0);
+	REQUIRE(a && b);
+	CHECK_EQ_LONG(tally_memcg_set_limit(b, TALLY_MEMCG_MAX, 8192), 0);
+	CHECK_EQ_LONG(tally_memcg_charge(b, 8192, 0), 0);
+	CHECK_EQ_LONG(tally_memcg_charge(b, 1, TALLY_MEMCG_NORECLAIM),
+		      -ENOMEM);
+	CHECK_EQ_LONG(tally_memcg_charge(a, 4096, 0), 0);
+	CHECK_EQ_LONG(tally_memcg_stat_mod(b, TALLY_MEMCG_ANON, 8192), 0);
+
+	CHECK_EQ_LONG(tally_exporter_create(&pe, &po), 0);
+	CHECK_EQ_LONG(tally_exporter_create(&oe, &oo), 0);
+	REQUIRE(pe && oe);
+	CHECK_EQ_LONG(tally_exporter_add_memcg(pe, t, NULL), 0);
+	CHECK_EQ_LONG(tally_exporter_add_memcg(pe, t, NULL), -EEXIST);
+	CHECK_EQ_LONG(tally_exporter_add_stats(pe, tally_memcg_stats_tree(t),
+					       &so), 0);
+	CHECK_EQ_LONG(tally_exporter_add_memcg(oe, t, NULL), 0);
+	CHECK_EQ_LONG(tally_exporter_add_memcg(NULL, t, NULL), -EINVAL);
+	CHECK_EQ_LONG(tally_exporter_add_memcg(oe, NULL, NULL), -EINVAL);
+	CHECK_EQ_LONG(tally_exporter_add_memcg(oe, t,
+		&(struct tally_export_memcg_options){ .prefix = "9x" }),
+		-EINVAL);
+
+	ptext = export_text(pe);
+	otext = export_text(oe);
+	if (CHECK(ptext && otext)) {
+		CHECK(has_line(ptext, "tally_memory_current_bytes{group=\"/\"} "
+				      "12288"));
+		CHECK(has_line(ptext, "tally_memory_current_bytes"
+				      "{group=\"/a/b\"} 8192"));
+		CHECK(has_line(ptext, "tally_memory_max_bytes{group=\"/a/b\"} "
+				      "8192"));
+		CHECK(has_line(ptext, "tally_memory_max_bytes{group=\"/a\"} "
+				      "9223372036854775807"));
+		CHECK(has_line(ptext, "tally_memory_events_max_total"
+				      "{group=\"/\"} 1"));
+		CHECK(has_line(ptext, "tally_memory_events_local_max_total"
+				      "{group=\"/\"} 0"));
+		CHECK(has_line(ptext, "tally_memory_events_local_max_total"
+				      "{group=\"/a/b\"} 1"));
+		CHECK(has_line(ptext, "tally_memory_stat_hier_anon"
+				      "{group=\"/a\"} 8192"));
+		if (have_promtool())
+			CHECK(promtool_accepts(ptext));
+		else
+			CHECK(!"promtool is needed");
+		if (have_python_parser()) {
+			CHECK_EQ_LONG(python_parse(otext, out, sizeof(out)), 0);
+			CHECK(strstr(out, "tally_memory_events_max counter - "
+					  "tally_memory_events_max_total "
+					  "2f612f62 1\n"));
+			CHECK(strstr(out, "tally_memory_current_bytes gauge "
+					  "bytes tally_memory_current_bytes "
+					  "2f61 12288\n"));
+		} else {
+			CHECK(!"the python parser is needed");
+		}
+	}
+	free(ptext);
+	CHECK_EQ_LONG(tally_memcg_uncharge(b, 8192), 0);
+	CHECK_EQ_LONG(tally_memcg_destroy(b), 0);
+	ptext = export_text(pe);
+	if (CHECK(ptext)) {
+		CHECK(!strstr(ptext, "group=\"/a/b\""));
+		CHECK(has_line(ptext, "tally_memory_current_bytes"
+				      "{group=\"/a\"} 4096"));
+		/* The destroyed group's local events are its parent's now. */
+		CHECK(has_line(ptext, "tally_memory_events_local_max_total"
+				      "{group=\"/a\"} 1"));
+	}
+	free(ptext);
+	free(otext);
+	CHECK_EQ_LONG(tally_memcg_uncharge(a, 4096), 0);
+	tally_exporter_destroy(pe);
+	tally_exporter_destroy(oe);
+	tally_memcg_tree_destroy(t);
+}

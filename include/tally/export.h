@@ -7,9 +7,9 @@
  * OpenMetrics 1.0, for a scraper, a file or node_exporter's textfile
  * collector.  No HTTP server: the caller serves the text.
  *
- * An exporter holds the output options and a list of sources (today
- * statistics trees).  Each export takes a snapshot of every source and
- * writes it:
+ * An exporter holds the output options and a list of sources: statistics
+ * trees, and memory trees (tally/memcg.h, see tally_exporter_add_memcg()).
+ * Each export takes a snapshot of every source and writes it:
  *
  *   - one family per stat and scope: "PREFIX_hier_STAT" holds the
  *     hierarchical values (the group and its descendants: a sum over
@@ -75,6 +75,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include <tally/memcg.h>
 #include <tally/stats.h>
 
 #ifdef __cplusplus
@@ -144,6 +145,16 @@ struct tally_export_stats_options {
 };
 
 /**
+ * struct tally_export_memcg_options - how a memory tree is exported; zero
+ *	means the default.
+ * @prefix: the metric names' prefix, as for statistics trees (default
+ *	"tally").
+ */
+struct tally_export_memcg_options {
+	const char *prefix;
+};
+
+/**
  * tally_exporter_create() - an exporter without sources.
  * @out: where the exporter is stored.
  * @opts: output options, or NULL for the defaults.
@@ -197,6 +208,34 @@ void tally_exporter_destroy(struct tally_exporter *e);
 int tally_exporter_add_stats(struct tally_exporter *e,
 			     struct tally_stats_tree *t,
 			     const struct tally_export_stats_options *opts);
+
+/**
+ * tally_exporter_add_memcg() - export a memory tree's usage, limits and
+ *	events too.
+ * @e: the exporter.
+ * @t: the memory tree; it must outlive @e (or at least @e's last export).
+ * @opts: the prefix, or NULL for the default.
+ *
+ * Families, one sample per live group with the label group="PATH":
+ * gauges PREFIX_memory_current_bytes (tally_memcg_usage() with
+ * %TALLY_MEMCG_READ_PRECISE), PREFIX_memory_peak_bytes, and
+ * PREFIX_memory_{min,low,high,max}_bytes (9223372036854775807 for no
+ * limit); counters PREFIX_memory_events_EVENT_total (memory.events) and
+ * PREFIX_memory_events_local_EVENT_total (memory.events.local) for each
+ * event of enum tally_memcg_event.  memory.stat is a statistics tree:
+ * export it with tally_exporter_add_stats(@e,
+ * tally_memcg_stats_tree(@t), ...), under another prefix or the same.
+ *
+ * Context: MT-safe for different exporters (one thread at a time per exporter);
+ * not async-signal-safe: allocates.
+ *
+ * Return: 0, -EINVAL (NULL @e or @t, bad prefix), -EEXIST (a family would
+ * share a metric name with one of a source added before; the exporter is
+ * then unchanged), -ENOMEM.
+ */
+int tally_exporter_add_memcg(struct tally_exporter *e,
+			     struct tally_memcg_tree *t,
+			     const struct tally_export_memcg_options *opts);
 
 /**
  * tally_export_buffer() - write a snapshot into a caller's buffer.

@@ -59,6 +59,11 @@
  * charged to it can be uncharged: uncharges, charges and stat updates of
  * a destroyed group go to its nearest live ancestor.
  *
+ * Locks: the drain lock (a mutex) serialises drains; a thread stopped or
+ * preempted while it drains delays other drains (and so refusals,
+ * %TALLY_MEMCG_READ_DRAIN and setting max) until it runs again.  Charges
+ * and uncharges served by the stocks never wait for anything.
+ *
  * fork(): the tree's locks are taken around fork() and re-initialised in
  * the child, which may use the inherited tree.  Event file descriptors are
  * inherited like any descriptor.
@@ -170,7 +175,9 @@ struct tally_memcg_options {
  * Context: MT-safe; not async-signal-safe: allocates, may register the
  * process for membarrier().
  *
- * Return: 0, -EINVAL (NULL @out, bad batch), -ENOMEM.
+ * Return: 0, -EINVAL (NULL @out, bad batch), -ENOMEM, -ENODEV (no system
+ * domain: the CPUs could not be read).  On failure *@out is NULL and
+ * nothing needs to be destroyed.
  */
 int tally_memcg_tree_create(struct tally_memcg_tree **out,
 			    const struct tally_memcg_options *opts);

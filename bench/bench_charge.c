@@ -393,7 +393,11 @@ static int measure_cost(struct run *r, struct cell *c)
 
 /* ---- accuracy and error: the oracle ------------------------------------ */
 
-/* committed in the low bits, raises that took it above max above them. */
+/*
+ * committed in the low bits, raises that took it above max above them
+ * (20 bits: a call would have to last a million such raises for the
+ * count to wrap back to the value it started with).
+ */
 #define ORACLE_SHIFT 44
 #define ORACLE_MASK ((1ul << ORACLE_SHIFT) - 1)
 
@@ -770,8 +774,8 @@ static void print_legend(struct run *r)
 		"            at 95 the threads together just reach max, so every byte a\n"
 		"            design caches makes its refills fail and its stocks drain.\n"
 		"            A pair refused still counts (timed_refusals in the JSON).\n"
-		"  ns        wall time per pair per thread; threads pinned one per CPU\n"
-		"            (more threads than CPUs share them); designs interleaved.\n"
+		"  ns        wall time per pair per thread (%s); the designs'\n"
+		"            repetitions interleaved.\n"
 		"  refused   charges refused in the accuracy phase (each thread aims at\n"
 		"            twice its share of the room left: real refusals at 95).\n"
 		"  false     refusals when, from the call to its return, the committed\n"
@@ -785,7 +789,11 @@ static void print_legend(struct run *r)
 		"  usage_err |the design's cheap usage read - exact| with the threads\n"
 		"            stopped, their charges held (tally: READ_APPROX value; kernel,\n"
 		"            page_counter: the page counter; clickhouse: the tracked amount).\n",
-		LIMIT >> 20, (double)FILL95 / (1 << 20), (double)ROOM / (1 << 20));
+		LIMIT >> 20, (double)FILL95 / (1 << 20), (double)ROOM / (1 << 20),
+		r->pin ? "thread i pinned to CPU i mod CPUs" : "threads not pinned");
+	if (r->wave)
+		fprintf(r->out, "  --wave    this run: every thread's working set in the cost phase\n"
+			"            is %ld KiB instead.\n", r->wave >> 10);
 	for (unsigned int i = 0; i < NR_DESIGNS; i++)
 		fprintf(r->out, "  %-12s %s\n", designs[i]->name,
 			designs[i]->what);

@@ -643,18 +643,18 @@ static void print_accuracy(struct run *r, const struct cell *cells,
 {
 	fprintf(r->out, "\naccuracy against the exact oracle (%lu random "
 		"charges/uncharges per thread, 64 B-16 KiB)\n", r->acc_ops);
-	fprintf(r->out, "%5s %4s %7s  %-12s %9s %9s %14s %14s\n", "depth",
-		"fill", "threads", "design", "refused", "false",
-		"overshoot_B", "usage_err_B");
+	fprintf(r->out, "%5s %4s %7s  %-12s %9s %9s %14s %14s %12s\n",
+		"depth", "fill", "threads", "design", "refused", "false",
+		"overshoot_B", "usage_err_B", "cost_refused");
 	for (unsigned int k = 0; k < nr; k++) {
 		const struct cell *c = &cells[k];
 
 		for (unsigned int i = 0; i < NR_DESIGNS; i++)
-			fprintf(r->out, "%5u %4s %7u  %-12s %9lu %9lu %14ld %14ld\n",
+			fprintf(r->out, "%5u %4s %7u  %-12s %9lu %9lu %14ld %14ld %12lu\n",
 				c->depth, fill_names[c->fill], c->threads,
 				designs[i]->name, c->refused[i],
 				c->false_refused[i], c->overshoot[i],
-				c->error[i]);
+				c->error[i], c->timed_refused[i]);
 	}
 }
 
@@ -783,6 +783,8 @@ static void print_legend(struct run *r)
 		"            upper bound of the usage) never exceeded max: the exact usage\n"
 		"            plus the charge fitted throughout.  Counted only when that is\n"
 		"            proven, so the oracle never blames a design wrongly.\n"
+		"  cost_refused  charges refused in the cost phase, all of them false:\n"
+		"            the fill plus every thread's working set fits under max.\n"
 		"  overshoot the largest (bytes held - max), bytes held being raised only\n"
 		"            after a charge succeeded and lowered before its uncharge (a\n"
 		"            lower bound of the usage): a proven excess over max.\n"

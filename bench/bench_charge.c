@@ -515,7 +515,7 @@ static void oracle_thread(void *arg, unsigned int index)
 	if (h)
 		h->rng = SEED ^ ((uint64_t)index * 0x9e3779b97f4a7c15ull);
 	for (unsigned long op = 0; op < j->ops && !failed; op++) {
-		uint64_t coin = h ? bench_rand(&h->rng) : 0;
+		uint64_t coin = bench_rand(&h->rng);
 
 		/* Three charges in four while below the aim: it gets there. */
 		if (!h->nr || (h->total < j->wave && h->nr < HELD_CAP &&

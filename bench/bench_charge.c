@@ -801,7 +801,8 @@ static void print_legend(struct run *r)
 		fprintf(r->out, "  %-12s %s\n", designs[i]->name,
 			designs[i]->what);
 	fprintf(r->out,
-		"  tally's charges use %s.  kernel: the stock is one long per CPU\n"
+		"  tally's charges use %s.\n"
+		"  kernel: the stock is one long per CPU\n"
 		"  (group number | bytes) exchanged by rseq (tally_percpu_xchg); a failed\n"
 		"  try-charge drains this CPU's stock and retries once (the kernel drains\n"
 		"  the others asynchronously, without waiting); uncharges refill the stock\n"

@@ -153,8 +153,8 @@ static unsigned long tally_pairs(void *d, struct charge_thread *t,
 
 const struct charge_design charge_design_tally = {
 	.name = "tally",
-	.what = "tally_memcg: per-CPU stock of up to 2 batches (rseq), "
-		"CAS page counters, drain of every CPU before refusing",
+	.what = "tally_memcg: per-CPU stocks of up to 2 batches (rseq),\n"
+		"               CAS page counters, every CPU drained before a refusal",
 	.create = tally_create,
 	.destroy = tally_destroy,
 	.charge = tally_charge,
@@ -400,8 +400,8 @@ static unsigned long kernel_pairs(void *d, struct charge_thread *t,
 
 const struct charge_design charge_design_kernel = {
 	.name = "kernel",
-	.what = "Linux memcg: atomic page counter per level + per-CPU stock "
-		"of 64 pages caching one group (rseq xchg); own-CPU drain",
+	.what = "Linux memcg: an atomic page counter per level and a per-CPU\n"
+		"               stock of 64 pages caching one group",
 	.create = kernel_create,
 	.destroy = kernel_destroy,
 	.charge = kernel_charge,
@@ -474,8 +474,8 @@ static unsigned long pc_pairs(void *d, struct charge_thread *t,
 
 const struct charge_design charge_design_page_counter = {
 	.name = "page_counter",
-	.what = "one atomic add per level on every charge and uncharge, "
-		"checked against max, no cache",
+	.what = "one atomic add per level on every charge and uncharge,\n"
+		"               checked against max, no cache",
 	.create = chain_create,
 	.destroy = chain_destroy,
 	.charge = pc_charge,
@@ -528,8 +528,8 @@ static unsigned long ch_pairs(void *d, struct charge_thread *t,
 
 const struct charge_design charge_design_clickhouse = {
 	.name = "clickhouse",
-	.what = "ClickHouse MemoryTracker: per-thread untracked bytes up to "
-		"+-4 MiB, then one atomic per level with a limit check",
+	.what = "MemoryTracker: per-thread untracked bytes up to +-4 MiB,\n"
+		"               then one atomic add per level with a limit check",
 	.create = chain_create,
 	.destroy = chain_destroy,
 	.charge = ch_charge,

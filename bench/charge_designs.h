@@ -56,7 +56,8 @@ struct charge_thread {
 /**
  * struct charge_design - one design under test.
  * @name: its name in the table and the JSON ("design").
- * @what: a few words describing it, for the legend.
+ * @what: a few words describing it, for the legend (lines after the
+ *	first indented by 15 columns).
  * @create: build the tree of @s; NULL with errno set on failure.
  * @destroy: free what @create built.
  * @charge: charge @bytes to the deepest group from thread @t, on CPU

@@ -37,6 +37,14 @@ enum tally_inject_point {
 	TALLY_INJECT_COUNTER_BEFORE_CARRY,
 	/* Fallible: tally's own rseq registration of a thread. */
 	TALLY_INJECT_RSEQ_REGISTER,
+	/* Memory groups: a level's max and usage read, before its CAS. */
+	TALLY_INJECT_MEMCG_BEFORE_CAS,
+	/*
+	 * Memory groups, atomic stocks (simulated domain, no rseq): the
+	 * stop flag read clear (last check) and the slot read, before the
+	 * slot's compare-and-swap.
+	 */
+	TALLY_INJECT_MEMCG_STOCK_BEFORE_CAS,
 	TALLY_INJECT_NR_POINTS
 };
 

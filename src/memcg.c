@@ -56,6 +56,7 @@
 #include <tally/memcg.h>
 #include <tally/oom.h>
 
+#include "inject.h"
 #include "memcg_internal.h"
 #include "memcg_stock.h"
 #include "percpu_internal.h"
@@ -258,6 +259,7 @@ static struct tally_memcg *counters_try_add(struct tally_memcg *g, long n)
 		long max = LOAD(&l->max);
 		long usage = LOAD(&l->usage);
 
+		(void)tally_inject(TALLY_INJECT_MEMCG_BEFORE_CAS);
 		do {
 			if (usage > max - n) {
 				counters_sub(g, l, n);

@@ -22,6 +22,8 @@
 #include <stdbool.h>
 #include <tally/percpu.h>
 
+#include "inject.h"
+
 /* The same on a named CPU's slot, with compare-and-swap. */
 static inline bool stock_take_atomic(long *stock, unsigned int cpu, long n,
 				     const int *stop)
@@ -35,9 +37,10 @@ static inline bool stock_take_atomic(long *stock, unsigned int cpu, long n,
 	do {
 		if (__atomic_load_n(stop, __ATOMIC_RELAXED) || old < n)
 			return false;
-	} while (!__atomic_compare_exchange_n(slot, &old, old - n, true,
+	} while ((tally_inject(TALLY_INJECT_MEMCG_STOCK_BEFORE_CAS),
+		  !__atomic_compare_exchange_n(slot, &old, old - n, true,
 					      __ATOMIC_RELAXED,
-					      __ATOMIC_RELAXED));
+					      __ATOMIC_RELAXED)));
 	return true;
 }
 
@@ -53,9 +56,10 @@ static inline bool stock_give_atomic(long *stock, unsigned int cpu, long n,
 	do {
 		if (__atomic_load_n(stop, __ATOMIC_RELAXED) || old > cap - n)
 			return false;
-	} while (!__atomic_compare_exchange_n(slot, &old, old + n, true,
+	} while ((tally_inject(TALLY_INJECT_MEMCG_STOCK_BEFORE_CAS),
+		  !__atomic_compare_exchange_n(slot, &old, old + n, true,
 					      __ATOMIC_RELAXED,
-					      __ATOMIC_RELAXED));
+					      __ATOMIC_RELAXED)));
 	return true;
 }
 

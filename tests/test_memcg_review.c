@@ -1,0 +1,238 @@
+// SPDX-License-Identifier: MIT
+/*
+ * test_memcg_review.c - memory groups (tally/memcg.h) held to the promises
+ * of their header: callbacks that call back into tally, arithmetic at the
+ * ends of the ranges, and races between limits, drains and destroys.
+ * Each test is a reproducer of a defect found in review; a test that
+ * would hang runs in a forked child with an alarm.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <tally/memcg.h>
+#include <tally/mm.h>
+
+#include "harness.h"
+#include "util.h"
+
+/* Run @fn in a child that has @secs seconds; true when it exited 0. */
+static int run_with_alarm(void (*fn)(void), unsigned int secs)
+{
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		alarm(secs);
+		fn();
+		harness_child_exit();
+	}
+	return harness_wait_child(pid);
+}
+
+/* ---- the kill callback is called with oom_lock held ------------------ */
+
+static int kill_calls;
+
+static void detach_victim(struct tally_memcg *oom_group,
+			  struct tally_memcg_task *victim, void *arg)
+{
+	(void)oom_group;
+	(void)arg;
+	kill_calls++;
+	/* "The victim stays attached until the caller detaches it." */
+	CHECK_EQ_LONG(tally_memcg_task_detach(victim), 0);
+}
+
+static void kill_callback_detaches_child(void)
+{
+	struct tally_memcg_tree *t;
+	struct tally_memcg *g;
+	struct tally_mm mm;
+	struct tally_memcg_task task = { 0 };
+	struct tally_memcg_oom_policy pol = { TALLY_MEMCG_OOM_KILL, 0,
+					      detach_victim, NULL };
+
+	REQUIRE(tally_mm_init(&mm, tally_domain_system(), 0, NULL) == 0);
+	REQUIRE(tally_memcg_tree_create(&t, NULL) == 0);
+	REQUIRE(tally_memcg_create(tally_memcg_root(t), "g", &g) == 0);
+	REQUIRE(tally_memcg_set_limit(g, TALLY_MEMCG_MAX, 4096) == 0);
+	REQUIRE(tally_memcg_set_oom_policy(g, &pol) == 0);
+	task.mm = &mm;
+	REQUIRE(tally_memcg_task_attach(g, &task) == 0);
+	CHECK_EQ_LONG(tally_memcg_charge(g, 8192, 0), -ENOMEM);
+	CHECK_EQ_LONG(kill_calls, 1);
+	CHECK(task.group_ == NULL);
+	tally_memcg_tree_destroy(t);
+	tally_mm_destroy(&mm);
+}
+
+/*
+ * The header: the kill callback is "called in the charging thread with no
+ * tally lock held".  A callback that detaches its victim (as the header
+ * invites) must not deadlock.
+ */
+TEST(kill_callback_may_detach_its_victim_without_deadlock)
+{
+	CHECK_EQ_LONG(run_with_alarm(kill_callback_detaches_child, 10), 0);
+}
+
+/* ---- high delay at the ends of the range ----------------------------- */
+
+/*
+ * A group 2^44 bytes above a high of 1 byte (a NOFAIL charge: exactly
+ * what was asked, no stock refill) is as far above high as a group can
+ * be: the delay is the 2 s maximum, not 0.
+ */
+TEST(high_delay_of_a_huge_overage_is_the_maximum_not_zero)
+{
+	struct tally_memcg_tree *t;
+	struct tally_memcg *g;
+	struct tally_memcg_throttle th;
+	long big = 1l << 44;
+
+	REQUIRE(tally_memcg_tree_create(&t, NULL) == 0);
+	REQUIRE(tally_memcg_create(tally_memcg_root(t), "g", &g) == 0);
+	REQUIRE(tally_memcg_set_limit(g, TALLY_MEMCG_HIGH, 1) == 0);
+	CHECK_EQ_LONG(tally_memcg_charge(g, big + 1, TALLY_MEMCG_NOFAIL),
+		      TALLY_MEMCG_OVER_HIGH);
+	CHECK_EQ_LONG(tally_memcg_high_delay(g, 4096, &th), 0);
+	CHECK(th.group == g);
+	CHECK_EQ_LONG(th.delay_ns, 2000000000l);
+	CHECK_EQ_LONG(tally_memcg_uncharge(g, big + 1), 0);
+	tally_memcg_tree_destroy(t);
+}
+
+/*
+ * A high of 0 and a large (valid) charge size: the delay is clamped at
+ * 2 s, it does not overflow into a negative (then 0) delay.
+ */
+TEST(high_delay_of_a_large_charge_does_not_overflow)
+{
+	struct tally_memcg_tree *t;
+	struct tally_memcg *g;
+	struct tally_memcg_throttle th;
+
+	REQUIRE(tally_memcg_tree_create(&t, NULL) == 0);
+	REQUIRE(tally_memcg_create(tally_memcg_root(t), "g", &g) == 0);
+	REQUIRE(tally_memcg_set_limit(g, TALLY_MEMCG_HIGH, 0) == 0);
+	CHECK_EQ_LONG(tally_memcg_charge(g, 1l << 40, TALLY_MEMCG_NORECLAIM),
+		      TALLY_MEMCG_OVER_HIGH);
+	CHECK_EQ_LONG(tally_memcg_high_delay(g, TALLY_MEMCG_BYTES_MAX, &th),
+		      0);
+	CHECK_EQ_LONG(th.delay_ns, 2000000000l);
+	CHECK_EQ_LONG(tally_memcg_uncharge(g, 1l << 40), 0);
+	tally_memcg_tree_destroy(t);
+}
+
+#ifdef TALLY_INJECT
+#include "inject.h"
+
+/* ---- set_limit(max) against a charge between its read and its CAS ---- */
+
+static struct tally_memcg *hook_group;
+static int hook_armed;
+static long hook_ret;
+
+static int set_max_zero_once(enum tally_inject_point point, void *arg)
+{
+	(void)point;
+	(void)arg;
+	if (hook_armed) {
+		hook_armed = 0;
+		hook_ret = tally_memcg_set_limit(hook_group, TALLY_MEMCG_MAX, 0);
+	}
+	return 0;
+}
+
+/*
+ * The header: "charges racing with it either fit under the new max or
+ * fail", and usage never exceeds max.  A charge that read the old max
+ * (unlimited) and the usage, then is overtaken by set_limit(max, 0),
+ * must not raise the usage above 0.
+ */
+TEST(set_max_racing_a_charge_never_leaves_usage_above_the_new_max)
+{
+	struct tally_memcg_tree *t;
+	struct tally_memcg *g;
+	struct tally_memcg_range r;
+	struct tally_memcg_limits lim;
+	int ret;
+
+	REQUIRE(tally_memcg_tree_create(&t, NULL) == 0);
+	REQUIRE(tally_memcg_create(tally_memcg_root(t), "g", &g) == 0);
+	hook_group = g;
+	hook_armed = 1;
+	hook_ret = 1;
+	tally_inject_set(TALLY_INJECT_MEMCG_BEFORE_CAS, set_max_zero_once,
+			 NULL);
+	ret = tally_memcg_charge(g, 4096, TALLY_MEMCG_NORECLAIM);
+	tally_inject_set(TALLY_INJECT_MEMCG_BEFORE_CAS, NULL, NULL);
+	CHECK_EQ_LONG(hook_ret, 0);
+	REQUIRE(tally_memcg_get_limits(g, &lim) == 0);
+	REQUIRE(tally_memcg_usage(g, TALLY_MEMCG_READ_APPROX, &r) == 0);
+	if (lim.max == 0) {
+		CHECK_EQ_LONG(ret, -ENOMEM);
+		CHECK_LE_LONG(r.value, lim.max);
+	}
+	if (ret == 0)
+		tally_memcg_uncharge(g, 4096);
+	tally_memcg_tree_destroy(t);
+}
+
+/* ---- atomic stocks: an uncharge overtaken by destroy ----------------- */
+
+static int destroy_once(enum tally_inject_point point, void *arg)
+{
+	(void)point;
+	(void)arg;
+	if (hook_armed) {
+		hook_armed = 0;
+		hook_ret = tally_memcg_destroy(hook_group);
+	}
+	return 0;
+}
+
+/*
+ * The header: charges and uncharges in flight on a destroyed group "are
+ * not lost: they land in @g before or in the parent after".  With atomic
+ * stocks (a simulated domain), an uncharge that checked the stop flag
+ * and read an empty slot, then is overtaken by destroy, must not add its
+ * bytes to the freed stock: the parent must read 0 once all is uncharged.
+ */
+TEST(atomic_stock_uncharge_overtaken_by_destroy_is_not_lost)
+{
+	struct tally_domain *d = util_domain(2);
+	struct tally_memcg_options o = { .domain = d };
+	struct tally_memcg_tree *t;
+	struct tally_memcg *p, *g;
+	struct tally_memcg_range r;
+
+	REQUIRE(tally_memcg_tree_create(&t, &o) == 0);
+	REQUIRE(tally_memcg_create(tally_memcg_root(t), "p", &p) == 0);
+	REQUIRE(tally_memcg_create(p, "g", &g) == 0);
+	/* NOFAIL: counted in the counters only, the stock stays empty. */
+	REQUIRE(tally_memcg_charge_cpu(g, 0, 100, TALLY_MEMCG_NOFAIL) == 0);
+	hook_group = g;
+	hook_armed = 1;
+	hook_ret = 1;
+	tally_inject_set(TALLY_INJECT_MEMCG_STOCK_BEFORE_CAS, destroy_once,
+			 NULL);
+	CHECK_EQ_LONG(tally_memcg_uncharge_cpu(g, 0, 100), 0);
+	tally_inject_set(TALLY_INJECT_MEMCG_STOCK_BEFORE_CAS, NULL, NULL);
+	CHECK_EQ_LONG(hook_ret, 0);
+	REQUIRE(tally_memcg_usage(p, TALLY_MEMCG_READ_DRAIN, &r) == 0);
+	CHECK_EQ_LONG(r.value, 0);
+	REQUIRE(tally_memcg_usage(tally_memcg_root(t), TALLY_MEMCG_READ_DRAIN,
+				  &r) == 0);
+	CHECK_EQ_LONG(r.value, 0);
+	tally_memcg_tree_destroy(t);
+	tally_domain_destroy(d);
+}
+#endif /* TALLY_INJECT */

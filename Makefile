@@ -153,8 +153,9 @@ demo: all
 	$(BUILD)/tally bench stats --json $(DEMO)/stats.json
 	$(BUILD)/tally bench oom --json $(DEMO)/oom.json
 	$(BUILD)/tally bench export --json $(DEMO)/export.json
+	$(BUILD)/tally bench charge --json $(DEMO)/charge.json
 	rm -rf $(DEMO)/plots
-	for b in counter stats oom export; do \
+	for b in counter stats oom export charge; do \
 		$(BUILD)/tally plot $(DEMO)/$$b.json -o $(DEMO)/plots || exit 1; \
 	done
 	@echo "plots: $(DEMO)/plots/index.html"

@@ -54,4 +54,16 @@ int tally_bench_oom(int argc, char **argv);
  */
 int tally_bench_export(int argc, char **argv);
 
+/**
+ * tally_bench_charge() - `tally bench charge`: charging memory against a
+ *	chain of groups with limits, tally's memory groups against the
+ *	kernel's, ClickHouse's and the bare page counter's designs.
+ * @argc: argument count, including argv[0].
+ * @argv: the arguments.
+ *
+ * Return: the exit status: 0, 1 when the benchmark failed (no memory, no
+ * threads, a design refused its fill or drifted), 2 for bad options.
+ */
+int tally_bench_charge(int argc, char **argv);
+
 #endif /* TALLY_BENCH_H */

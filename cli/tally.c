@@ -6,6 +6,7 @@
  *   tally bench stats [options]	the statistics tree benchmark
  *   tally bench oom [options]		the victim selection benchmark
  *   tally bench export [options]	the export benchmark
+ *   tally bench charge [options]	the memory charging benchmark
  *   tally plot RESULT.json [-o DIR]	plots of a benchmark's JSON
  *   tally info [options]		how tally runs on this machine
  *   tally metrics --demo [options]	a demonstration tree's export
@@ -66,6 +67,8 @@ static const struct command bench_commands[] = {
 	  "victim selection: precise scan vs 2-pass over N tasks" },
 	{ "export", tally_bench_export,
 	  "Prometheus/OpenMetrics export of a 1,000 x 10 tree" },
+	{ "charge", tally_bench_charge,
+	  "memory charging: tally vs kernel, ClickHouse, page counter" },
 	{ NULL, NULL, NULL },
 };
 

@@ -66,7 +66,7 @@ for c in bench info metrics version; do
 	run "$c" --help
 	expect "cli_${c}_help_option_prints_its_usage" 0 "^usage: tally $c"
 done
-for b in counter stats export; do
+for b in counter stats export charge; do
 	run bench help "$b"
 	expect "cli_bench_help_${b}_prints_its_usage" 0 "^usage: tally bench $b"
 done
@@ -89,8 +89,25 @@ run metrics --demo --format yaml
 expect_error cli_metrics_unknown_format_is_a_usage_error 2
 run bench export --stats 257
 expect_error cli_bench_export_refuses_too_many_stats 2
+run bench charge --fill near
+expect_error cli_bench_charge_refuses_an_unknown_fill 2
+run bench charge --threads 65
+expect_error cli_bench_charge_refuses_more_than_64_threads 2
 run metrics --demo -o /nonexistent-dir/tally.prom
 expect_error cli_metrics_unwritable_file_fails_with_status_1 1
+
+# The charge benchmark's smoke run: every design, both fills, the oracle
+# and the error phase, and the JSON layout the plot reads.
+run bench charge --quick --threads 1,2 --depth 2 --json "$tmp/charge.json"
+expect cli_bench_charge_quick_runs_every_phase 0 '^384 +sim +256( +[0-9]+){3} +0$'
+if [ "$(grep -c '"design": "[a-z_]*", "threads": [12], "depth": 2, "fill": "\(far\|95\)", "ns_per_pair": [0-9.]*,' "$tmp/charge.json")" -eq 16 ] &&
+   grep -q '"false_refusals": 0, "max_overshoot": [0-9]*, "max_error"' "$tmp/charge.json" &&
+   grep -q '"benchmark": "charge"' "$tmp/charge.json"; then
+	pass cli_bench_charge_json_has_a_row_per_design_and_cell
+else
+	cp "$tmp/charge.json" "$tmp/why" 2>/dev/null || echo "no JSON" > "$tmp/why"
+	fail cli_bench_charge_json_has_a_row_per_design_and_cell "$tmp/why"
+fi
 
 run info
 expect cli_info_names_the_rseq_mode 0 '^rseq: +(glibc|own|fallback)( |$)'

@@ -80,6 +80,20 @@ else
 		"$tmp/log"
 fi
 
+# The charge benchmark: one plot per depth and fill, a line per design.
+"$tally" plot tests/plot/charge.json -o "$tmp/charge" >"$tmp/log" 2>&1
+rc=$?
+if [ $rc -eq 0 ] && [ -s "$tmp/charge/charge_cost_depth1_fillfar.png" ] &&
+   [ -s "$tmp/charge/charge_cost_depth4_fill95.svg" ] &&
+   grep -q '^2 300$' "$tmp/charge/charge_cost_depth1_fillfar.dat" &&
+   grep -q '^2 6.25$' "$tmp/charge/charge_cost_depth1_fillfar.dat" &&
+   [ ! -e "$tmp/charge/charge_cost_depth4_fillfar.dat" ]; then
+	pass plot_charge_draws_a_plot_per_depth_and_fill
+else
+	{ echo "exit $rc"; ls "$tmp/charge"; cat "$tmp/log"; } >"$tmp/why" 2>&1
+	fail plot_charge_draws_a_plot_per_depth_and_fill "$tmp/why"
+fi
+
 # Malformed or foreign input: exit 2 with a message, never a crash.
 bad=0
 printf '' >"$tmp/empty.json"

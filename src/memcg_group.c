@@ -250,8 +250,15 @@ int tally_memcg_destroy(struct tally_memcg *g)
 	 * to fail on a closed slot; they are freed with the tree.
 	 */
 	if (t->rseq) {
-		tally_percpu_free(t->domain, g->fast.stock);
-		__atomic_store_n(&g->fast.stock, NULL, __ATOMIC_RELAXED);
+		long *stock = g->fast.stock;
+
+		/*
+		 * NULL first: a lock-free read that loaded the pointer before
+		 * may still sum slots the pool hands to a new group (wrong
+		 * only while the tree is busy; the pool stays mapped).
+		 */
+		__atomic_store_n(&g->fast.stock, NULL, __ATOMIC_SEQ_CST);
+		tally_percpu_free(t->domain, stock);
 	}
 	while (g->tasks)
 		memcg_unlink_task(g->tasks);

@@ -2,8 +2,9 @@
 /*
  * info.c - `tally info`: how tally runs on this machine (or on a simulated
  * domain of --cpus CPUs): the rseq mode, the possible and online CPUs, the
- * counter tree's shape and CPU grouping, membarrier(), and the accuracy
- * bounds of a counter and of a statistics tree's reads for a batch.
+ * counter tree's shape and CPU grouping, membarrier(), the accuracy
+ * bounds of a counter and of a statistics tree's reads for a batch, and
+ * how memory groups take their per-CPU stocks.
  *
  * Every figure comes from the library's public calls (tally_domain_shape(),
  * tally_counter_accuracy(), tally_stats_read_bound(), ...): what the tool
@@ -20,6 +21,7 @@
 
 #include <tally/counter.h>
 #include <tally/domain.h>
+#include <tally/memcg.h>
 #include <tally/percpu.h>
 #include <tally/stats.h>
 #include <tally/version.h>
@@ -47,8 +49,9 @@ static void usage(FILE *f)
 		"usage: tally info [--batch N] [--cpus N]\n"
 		"\n"
 		"How tally runs on this machine: the rseq mode, the possible and online\n"
-		"CPUs, the counter tree's shape and CPU grouping, membarrier(), and the\n"
-		"accuracy bounds of a counter and of a statistics tree's if-needed reads.\n"
+		"CPUs, the counter tree's shape and CPU grouping, membarrier(), the\n"
+		"accuracy bounds of a counter and of a statistics tree's if-needed reads,\n"
+		"and how memory groups take their per-CPU stocks.\n"
 		"\n"
 		"  --batch N   the batch of the bounds, a power of two from 2 to 2^30\n"
 		"              (default: 32 for counters, as the kernel's RSS counters,\n"
@@ -168,6 +171,32 @@ static void print_membarrier(void)
 	tally_stats_tree_destroy(t);
 }
 
+/* How memory groups take their stocks on @d, and what a read may miss. */
+static void print_memcg(struct tally_domain *d)
+{
+	struct tally_memcg_options o = { .domain = d };
+	struct tally_memcg_tree *t = NULL;
+	struct tally_memcg_info info;
+	unsigned int cpus = tally_domain_nr_cpus(d ? d : tally_domain_system());
+
+	if (tally_memcg_tree_create(&t, &o) ||
+	    tally_memcg_tree_info(t, &info)) {
+		printf("memory groups:    unknown (no tree could be created)\n");
+		tally_memcg_tree_destroy(t);
+		return;
+	}
+	printf("memory groups:    stocks taken %s; an approximate usage read "
+	       "is at most %ld bytes above the exact usage per group of the "
+	       "subtree (2 x batch %ld x %u CPUs; at quiescence)\n",
+	       info.rseq ? "by rseq (drains restart them with "
+			   "membarrier(PRIVATE_EXPEDITED_RSEQ))"
+			 : "with compare-and-swap (simulated domain, no rseq, "
+			   "or no membarrier())",
+	       2 * TALLY_MEMCG_DEFAULT_BATCH * (long)cpus,
+	       TALLY_MEMCG_DEFAULT_BATCH, cpus);
+	tally_memcg_tree_destroy(t);
+}
+
 /* The bounds on domain @d (NULL: the system's): 0 or a negative errno. */
 static int print_bounds(struct tally_domain *d, const struct info_args *a)
 {
@@ -230,6 +259,7 @@ int tally_cmd_info(int argc, char **argv)
 	print_tree(d ? d : tally_domain_system());
 	err = print_bounds(d, &a);
 	print_membarrier();
+	print_memcg(d);
 	tally_domain_destroy(d);
 	if (err) {
 		fprintf(stderr, "tally: info: %s\n", strerror(-err));

@@ -8,7 +8,7 @@
  *   G->usage = charges of G's subtree - uncharges
  *            + stocks of G's subtree (bytes reserved, not yet used)
  *            + refills in flight under G (taken from the counters, not yet
- *              in a stock: between two instructions of refill_stock())
+ *              in a stock: between two steps of charge_slow())
  *
  * and G->usage <= G->max, because a level is raised only by a
  * compare-and-swap that checks it (NOFAIL charges excepted).  Exact usage
@@ -22,8 +22,9 @@
  *   uncharge(G,n) stock + n <= 2 batches?  give it back       (rseq)
  *                 else subtract n from every level          (1 op/level)
  *   drain(H)      set stop on H's subtree, membarrier(RSEQ), exchange
- *                 every (group, CPU) slot with 0, give the sum back to
- *                 the counters: O(groups x CPUs), rare
+ *                 every (group, CPU) slot with 0 (atomic stocks: with a
+ *                 closed mark, reopened after), give the sum back to the
+ *                 counters: O(groups x CPUs), rare
  *
  * A refusal must not be caused by reservations: the refusing charge sets
  * "pressure" on the level H that refused it (batch refills under H stop:
@@ -350,10 +351,30 @@ static void notify(struct tally_memcg *g)
 	}
 }
 
+/*
+ * Add @count local events to @g, or to its live ancestor if it is
+ * destroyed meanwhile.  Destroy sets dead, then takes the local counts
+ * (exchange) for the parent; we add, then look at dead.  One of us sees
+ * the other, and each count is moved by exactly one exchange.
+ */
+void memcg_add_local_events(struct tally_memcg *g, enum tally_memcg_event ev,
+			    long count)
+{
+	while (count) {
+		g = resolve(g);
+		__atomic_add_fetch(&g->events_local[ev], count,
+				   __ATOMIC_SEQ_CST);
+		if (!__atomic_load_n(&g->dead, __ATOMIC_SEQ_CST))
+			return;
+		count = __atomic_exchange_n(&g->events_local[ev], 0,
+					    __ATOMIC_SEQ_CST);
+	}
+}
+
 void memcg_event(struct tally_memcg *g, enum tally_memcg_event ev)
 {
 	g = resolve(g);
-	INC(&g->events_local[ev]);
+	memcg_add_local_events(g, ev, 1);
 	for (struct tally_memcg *l = g; l; l = l->parent) {
 		INC(&l->events[ev]);
 		notify(l);
@@ -362,35 +383,42 @@ void memcg_event(struct tally_memcg *g, enum tally_memcg_event ev)
 
 /* ---- stocks ----------------------------------------------------------- */
 
-/* Take @n from @g's stock on @cpu (current CPU when @cpu is NO_CPU). */
+/*
+ * Take @n from @g's stock on @cpu (current CPU when @cpu is NO_CPU).  The
+ * stock pointer is loaded once: destroy may free it and store NULL, which
+ * the sequences never dereference since they read stop first.
+ */
 static bool stock_take(struct tally_memcg *g, unsigned int cpu, long n)
 {
+	long *stock = LOAD(&g->fast.stock);
+
 	if (cpu == NO_CPU && g->fast.rseq) {
-		int r = tally_percpu_take_(g->fast.stock, n, &g->fast.stop);
+		int r = tally_percpu_take_(stock, n, &g->fast.stop);
 
 		if (r >= 0 || !tally_rseq_thread_ready())
 			return r > 0;
-		return tally_percpu_take_(g->fast.stock, n, &g->fast.stop) > 0;
+		return tally_percpu_take_(stock, n, &g->fast.stop) > 0;
 	}
 	if (cpu == NO_CPU)
 		cpu = tally_current_cpu();
-	return stock_take_atomic(g->fast.stock, cpu, n, &g->fast.stop);
+	return stock_take_atomic(stock, cpu, n, &g->fast.stop);
 }
 
 static bool stock_give(struct tally_memcg *g, unsigned int cpu, long n,
 		       long cap)
 {
+	long *stock = LOAD(&g->fast.stock);
+
 	if (cpu == NO_CPU && g->fast.rseq) {
-		int r = tally_percpu_give_(g->fast.stock, n, cap, &g->fast.stop);
+		int r = tally_percpu_give_(stock, n, cap, &g->fast.stop);
 
 		if (r >= 0 || !tally_rseq_thread_ready())
 			return r > 0;
-		return tally_percpu_give_(g->fast.stock, n, cap,
-					  &g->fast.stop) > 0;
+		return tally_percpu_give_(stock, n, cap, &g->fast.stop) > 0;
 	}
 	if (cpu == NO_CPU)
 		cpu = tally_current_cpu();
-	return stock_give_atomic(g->fast.stock, cpu, n, cap, &g->fast.stop);
+	return stock_give_atomic(stock, cpu, n, cap, &g->fast.stop);
 }
 
 /*
@@ -868,7 +896,8 @@ static int charge_slow(struct tally_memcg *g, unsigned int cpu, long n,
 	long batch = t->batch;
 
 	g = resolve(g);
-	INC(&t->refills);
+	/* On the counter's line, which the refill writes anyway. */
+	INC(&g->refills);
 	if (flags & TALLY_MEMCG_NOFAIL) {
 		if (larger_than_a_max(g, n))
 			return -E2BIG;
@@ -877,7 +906,7 @@ static int charge_slow(struct tally_memcg *g, unsigned int cpu, long n,
 		return check_high(g, flags);
 	}
 	__atomic_add_fetch(&g->refilling, 1, __ATOMIC_SEQ_CST);
-	if (g->fast.stock && !chain_under_pressure(g) &&
+	if (LOAD(&g->fast.stock) && !chain_under_pressure(g) &&
 	    !counters_try_add(g, n + batch)) {
 		if (!stock_give(g, cpu, batch, g->fast.stock_cap))
 			counters_sub(g, NULL, batch);
@@ -897,7 +926,8 @@ static int charge(struct tally_memcg *g, unsigned int cpu, long bytes,
 	if (bytes < 1 || bytes > TALLY_MEMCG_BYTES_MAX ||
 	    (flags & ~(TALLY_MEMCG_NOFAIL | TALLY_MEMCG_NORECLAIM)))
 		return -EINVAL;
-	if (!(flags & TALLY_MEMCG_NOFAIL) && stock_take(g, cpu, bytes))
+	/* Any charge the stock covers fits under every max. */
+	if (stock_take(g, cpu, bytes))
 		return 0;
 	return charge_slow(g, cpu, bytes, flags);
 }
@@ -918,13 +948,28 @@ int tally_memcg_charge_cpu(struct tally_memcg *g, unsigned int cpu,
 	return charge(g, cpu, bytes, flags);
 }
 
+/*
+ * The stock is full (or closed): give the bytes back to the counters, and
+ * a batch of the stock with them when it has one, so that the next 2
+ * batches of uncharges on this CPU are served by the stock again (the
+ * kernel's drain_stock() on a full stock): one counter operation per
+ * batch, not one per uncharge.
+ */
 static int uncharge(struct tally_memcg *g, unsigned int cpu, long bytes)
 {
+	long batch = g->tree->batch;
+	int err;
+
 	if (bytes < 1 || bytes > TALLY_MEMCG_BYTES_MAX)
 		return -EINVAL;
 	if (stock_give(g, cpu, bytes, g->fast.stock_cap))
 		return 0;
-	return counters_uncharge(resolve(g), bytes);
+	if (!stock_take(g, cpu, batch))
+		return counters_uncharge(resolve(g), bytes);
+	err = counters_uncharge(resolve(g), bytes + batch);
+	if (err && !stock_give(g, cpu, batch, g->fast.stock_cap))
+		counters_give_back(resolve(g), batch);
+	return err;
 }
 
 int tally_memcg_uncharge_slow_(struct tally_memcg *g, long bytes)
@@ -946,13 +991,14 @@ int tally_memcg_uncharge_cpu(struct tally_memcg *g, unsigned int cpu,
 
 static long stock_sum(struct tally_memcg *g, void *arg)
 {
+	long *stock = LOAD(&g->fast.stock);
 	long sum = 0;
 
 	(void)arg;
-	if (!g->fast.stock)
+	if (!stock)
 		return 0;
 	for (unsigned int cpu = 0; cpu < g->tree->nr_cpus; cpu++) {
-		long v = tally_percpu_read_cpu(g->fast.stock, cpu);
+		long v = tally_percpu_read_cpu(stock, cpu);
 
 		if (v != STOCK_CLOSED)
 			sum += v;
@@ -963,7 +1009,7 @@ static long stock_sum(struct tally_memcg *g, void *arg)
 static long count_stocked(struct tally_memcg *g, void *arg)
 {
 	(void)arg;
-	return g->fast.stock != NULL;
+	return LOAD(&g->fast.stock) != NULL;
 }
 
 int tally_memcg_usage(struct tally_memcg *g, enum tally_memcg_read_mode mode,
@@ -1090,10 +1136,15 @@ int tally_memcg_high_delay(struct tally_memcg *g, long bytes,
 int tally_memcg_tree_info(const struct tally_memcg_tree *t,
 			  struct tally_memcg_info *out)
 {
+	unsigned long refills = 0;
+
 	if (!t || !out)
 		return -EINVAL;
+	for (const struct tally_memcg *g = ACQUIRE(&t->all); g;
+	     g = ACQUIRE(&g->next_all))
+		refills += LOAD(&g->refills);
 	*out = (struct tally_memcg_info){
-		.refills = LOAD(&t->refills),
+		.refills = refills,
 		.drains = LOAD(&t->drains),
 		.drain_waits = LOAD(&t->drain_waits),
 		.refusals = LOAD(&t->refusals),

@@ -158,7 +158,7 @@ int tally_memcg_create(struct tally_memcg *parent, const char *name,
 	if (!err) {
 		g->next_sibling = parent->first_child;
 		g->next_all = t->all;
-		t->all = g;
+		__atomic_store_n(&t->all, g, __ATOMIC_RELEASE);
 		parent->nr_children++;
 		t->nr_groups++;
 		__atomic_store_n(&parent->first_child, g, __ATOMIC_RELEASE);
@@ -256,10 +256,10 @@ int tally_memcg_destroy(struct tally_memcg *g)
 	while (g->tasks)
 		memcg_unlink_task(g->tasks);
 	for (int ev = 0; ev < TALLY_MEMCG_NR_EVENTS; ev++)
-		__atomic_add_fetch(&parent->events_local[ev],
-				   __atomic_load_n(&g->events_local[ev],
-						   __ATOMIC_RELAXED),
-				   __ATOMIC_RELAXED);
+		memcg_add_local_events(parent, ev,
+				       __atomic_exchange_n(&g->events_local[ev],
+							   0,
+							   __ATOMIC_SEQ_CST));
 	unlink_child(g);
 	/* Its stats are in its ancestors' hierarchical values already. */
 	tally_stats_group_destroy(g->stats);

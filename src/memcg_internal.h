@@ -32,6 +32,7 @@ struct tally_memcg {
 	/* The page counter: written by refills of every CPU. */
 	long usage __attribute__((aligned(64)));
 	long peak;
+	unsigned long refills;		/* charges that reached the counter */
 	int refilling;			/* refills between counter and stock */
 	int pressure;			/* refusals draining this subtree */
 	long max;
@@ -77,7 +78,6 @@ struct tally_memcg_tree {
 	size_t cand_room;
 	size_t nr_tasks;
 
-	unsigned long refills;
 	unsigned long drains;
 	unsigned long drain_waits;
 	unsigned long refusals;
@@ -89,6 +89,8 @@ struct tally_memcg_tree {
 };
 
 void memcg_event(struct tally_memcg *g, enum tally_memcg_event ev);
+void memcg_add_local_events(struct tally_memcg *g, enum tally_memcg_event ev,
+			    long count);
 long memcg_walk(struct tally_memcg *h,
 		long (*fn)(struct tally_memcg *g, void *arg), void *arg);
 long memcg_drain_locked(struct tally_memcg *h);

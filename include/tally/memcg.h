@@ -882,7 +882,11 @@ int tally_memcg_tree_info(const struct tally_memcg_tree *t,
 /** Largest charge or uncharge: LONG_MAX / 4. */
 #define TALLY_MEMCG_BYTES_MAX (LONG_MAX / 4)
 
-/* The first member of every group: what the fast paths read. */
+/*
+ * The first member of every group: what the fast paths read.  @stock is
+ * freed (and set to NULL) when the group is destroyed: the sequences read
+ * @stop, set for good by then, before they touch the slot.
+ */
 struct tally_memcg_fast_ {
 	long *stock;		/* per-CPU reservation */
 	int stop;		/* a drain closed the stocks */
@@ -921,10 +925,13 @@ static inline int tally_memcg_charge(struct tally_memcg *g, long bytes,
 {
 	const struct tally_memcg_fast_ *f = (const struct tally_memcg_fast_ *)g;
 
-	if (__builtin_expect(g && f->rseq && !flags && bytes > 0 &&
+	if (__builtin_expect(g && f->rseq && bytes > 0 &&
+			     !(flags & ~(TALLY_MEMCG_NOFAIL |
+					 TALLY_MEMCG_NORECLAIM)) &&
 			     bytes <= TALLY_MEMCG_BYTES_MAX, 1) &&
-	    __builtin_expect(tally_percpu_take_(f->stock, bytes,
-						&f->stop) > 0, 1))
+	    __builtin_expect(tally_percpu_take_(__atomic_load_n(&f->stock,
+							    __ATOMIC_RELAXED),
+						bytes, &f->stop) > 0, 1))
 		return 0;
 	return tally_memcg_charge_slow_(g, bytes, flags);
 }
@@ -935,7 +942,9 @@ static inline int tally_memcg_uncharge(struct tally_memcg *g, long bytes)
 
 	if (__builtin_expect(g && f->rseq && bytes > 0 &&
 			     bytes <= TALLY_MEMCG_BYTES_MAX, 1) &&
-	    __builtin_expect(tally_percpu_give_(f->stock, bytes, f->stock_cap,
+	    __builtin_expect(tally_percpu_give_(__atomic_load_n(&f->stock,
+							    __ATOMIC_RELAXED),
+						bytes, f->stock_cap,
 						&f->stop) > 0, 1))
 		return 0;
 	return tally_memcg_uncharge_slow_(g, bytes);

@@ -40,6 +40,16 @@ enum tally_inject_point {
 	/* Memory groups: a level's max and usage read, before its CAS. */
 	TALLY_INJECT_MEMCG_BEFORE_CAS,
 	/*
+	 * Memory groups: a refused charge drained its subtree and is about
+	 * to retry (drain lock held).
+	 */
+	TALLY_INJECT_MEMCG_DRAINED,
+	/*
+	 * Memory groups: a drain closed the stocks of its subtree and
+	 * passed its barrier, before emptying them (drain lock held).
+	 */
+	TALLY_INJECT_MEMCG_DRAIN_STOPPED,
+	/*
 	 * Memory groups, atomic stocks (simulated domain, no rseq): the
 	 * stop flag read clear (last check) and the slot read, before the
 	 * slot's compare-and-swap.

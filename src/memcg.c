@@ -257,13 +257,22 @@ static void counters_sub(struct tally_memcg *from, struct tally_memcg *upto,
  * Raise every level from @g up by @n, each only if it stays within its
  * max.  On failure, undo the levels below and return the level that
  * refused.
+ *
+ * The max read before the CAS may be stale: tally_memcg_set_limit() may
+ * have published a lower one and checked the usage in between.  Both
+ * sides write, then read the other's word (seq_cst), so one sees the
+ * other: after the CAS the max is read again, and a level that no longer
+ * fits is undone and retried against the new max (or the setter sees the
+ * usage and restores the old max).
  */
 static struct tally_memcg *counters_try_add(struct tally_memcg *g, long n)
 {
 	for (struct tally_memcg *l = g; l; l = l->parent) {
-		long max = LOAD(&l->max);
-		long usage = LOAD(&l->usage);
+		long max, usage;
 
+retry:
+		max = LOAD(&l->max);
+		usage = LOAD(&l->usage);
 		(void)tally_inject(TALLY_INJECT_MEMCG_BEFORE_CAS);
 		do {
 			if (usage > max - n) {
@@ -274,15 +283,9 @@ static struct tally_memcg *counters_try_add(struct tally_memcg *g, long n)
 						      usage + n, true,
 						      __ATOMIC_SEQ_CST,
 						      __ATOMIC_RELAXED));
-		/*
-		 * A max lowered since we read it: set_limit() exchanges max,
-		 * then reads the usage; we raised the usage, then read max.
-		 * One of us sees the other: it restores the old max, or we
-		 * undo.
-		 */
-		if (usage + n > __atomic_load_n(&l->max, __ATOMIC_SEQ_CST)) {
-			counters_sub(g, l->parent, n);
-			return l;
+		if (usage > __atomic_load_n(&l->max, __ATOMIC_SEQ_CST) - n) {
+			__atomic_sub_fetch(&l->usage, n, __ATOMIC_RELAXED);
+			goto retry;
 		}
 		raise_peak(l, usage + n);
 	}
@@ -462,7 +465,11 @@ static long empty_stock(struct tally_memcg *g, void *arg)
 	long sum = 0;
 
 	(void)arg;
-	if (!g->fast.stock)
+	/*
+	 * Only the stocks this drain closed: a group created since set_stop()
+	 * has an open stock that sequences on other CPUs may be writing.
+	 */
+	if (!g->fast.stock || !LOAD(&g->fast.stop))
 		return 0;
 	for (unsigned int cpu = 0; cpu < nr_cpus; cpu++) {
 		long *slot = tally_percpu_ptr(g->fast.stock, cpu);
@@ -519,18 +526,36 @@ static void rseq_barrier(struct tally_memcg_tree *t)
 }
 
 /*
- * Give every stock of @h's subtree back to the counters.  Caller holds
- * drain_lock.  Returns the refills in flight seen under @h.
+ * Give every stock of @h's subtree back to the counters and leave them
+ * closed (charges and uncharges go to the counters) until reopen_stocks().
+ * Caller holds drain_lock.  Returns the refills in flight seen under @h.
  */
-long memcg_drain_locked(struct tally_memcg *h)
+static long drain_closed(struct tally_memcg *h)
 {
 	struct tally_memcg_tree *t = h->tree;
 	long refilling = memcg_walk(h, set_stop, NULL);
 
 	rseq_barrier(t);
+	(void)tally_inject(TALLY_INJECT_MEMCG_DRAIN_STOPPED);
 	memcg_walk(h, empty_stock, NULL);
-	memcg_walk(h, clear_stop, NULL);
 	INC(&t->drains);
+	return refilling;
+}
+
+static void reopen_stocks(struct tally_memcg *h)
+{
+	memcg_walk(h, clear_stop, NULL);
+}
+
+/*
+ * Give every stock of @h's subtree back to the counters.  Caller holds
+ * drain_lock.  Returns the refills in flight seen under @h.
+ */
+long memcg_drain_locked(struct tally_memcg *h)
+{
+	long refilling = drain_closed(h);
+
+	reopen_stocks(h);
 	return refilling;
 }
 
@@ -565,9 +590,15 @@ static struct tally_memcg *drain_and_retry(struct tally_memcg *g, long n,
 	for (;;) {
 		long refilling;
 
+		/*
+		 * Retry before reopening the stocks: an uncharge that
+		 * returned in between is in the counters, not in a stock.
+		 */
 		pthread_mutex_lock(&t->drain_lock);
-		refilling = memcg_drain_locked(h);
+		refilling = drain_closed(h);
+		(void)tally_inject(TALLY_INJECT_MEMCG_DRAINED);
 		refuser = counters_try_add(g, n);
+		reopen_stocks(h);
 		pthread_mutex_unlock(&t->drain_lock);
 		if (!refuser)
 			break;
@@ -1095,6 +1126,12 @@ int tally_memcg_high_delay(struct tally_memcg *g, long bytes,
 	/* The kernel's fixed point: overage in 1/2^20, delay scaling 2^14. */
 	const int precision = 20, scaling = 14;
 	const long max_delay_ns = 2000000000l, min_delay_ns = 10000000l;
+	/*
+	 * Overages at or above 2^40 (2^20 times high) give the 2 s maximum
+	 * for any charge size and batch; saturating there keeps every
+	 * product below in 128 bits.
+	 */
+	const long max_overage = 1l << 40;
 	long worst = 0;
 	__int128 delay;
 
@@ -1110,10 +1147,9 @@ int tally_memcg_high_delay(struct tally_memcg *g, long bytes,
 			continue;
 		if (usage - high > out->over)
 			out->over = usage - high;
-		/* Past 2^40 the delay is the maximum anyway: no overflow. */
 		wide = ((__int128)(usage - high) << precision) /
 		       (high > 0 ? high : 1);
-		overage = wide > (1l << 40) ? 1l << 40 : (long)wide;
+		overage = wide > max_overage ? max_overage : (long)wide;
 		if (overage > worst) {
 			worst = overage;
 			out->group = l;
@@ -1371,9 +1407,16 @@ int tally_memcg_stat_mod_cpu(struct tally_memcg *g, unsigned int cpu,
 int tally_memcg_stat_read(struct tally_memcg *g, enum tally_memcg_stat item,
 			  enum tally_flush_mode mode, long *hier, long *local)
 {
-	if (!g || LOAD(&g->dead) || (unsigned int)item >= TALLY_MEMCG_NR_STATS)
+	int err = -EINVAL;
+
+	if (!g || (unsigned int)item >= TALLY_MEMCG_NR_STATS)
 		return -EINVAL;
-	return tally_stats_read(g->stats, item, mode, hier, local);
+	/* Destroy frees the statistics group under the lock for writing. */
+	pthread_rwlock_rdlock(&g->tree->structure);
+	if (!LOAD(&g->dead))
+		err = tally_stats_read(g->stats, item, mode, hier, local);
+	pthread_rwlock_unlock(&g->tree->structure);
+	return err;
 }
 
 struct tally_stats_tree *tally_memcg_stats_tree(struct tally_memcg_tree *t)

@@ -108,13 +108,13 @@ static void render_limits(struct tally_memcg *g, struct out *o)
 	pair(o, "memory.peak", tally_memcg_peak(g, false), false);
 }
 
-int tally_memcg_render(struct tally_memcg *g, enum tally_memcg_file file,
-		       bool json, char *buf, size_t len)
+static int render(struct tally_memcg *g, enum tally_memcg_file file,
+		  bool json, char *buf, size_t len)
 {
 	struct out o = { buf, len, 0, json, false, 0 };
 	int err = 0;
 
-	if (!g || !buf || __atomic_load_n(&g->dead, __ATOMIC_ACQUIRE))
+	if (__atomic_load_n(&g->dead, __ATOMIC_ACQUIRE))
 		return -EINVAL;
 	if (!len)
 		return -ENOSPC;
@@ -165,4 +165,18 @@ int tally_memcg_render(struct tally_memcg *g, enum tally_memcg_file file,
 		return -ENOSPC;
 	}
 	return (int)o.pos;
+}
+
+int tally_memcg_render(struct tally_memcg *g, enum tally_memcg_file file,
+		       bool json, char *buf, size_t len)
+{
+	int ret;
+
+	if (!g || !buf)
+		return -EINVAL;
+	/* Destroy frees the statistics group under the lock for writing. */
+	pthread_rwlock_rdlock(&g->tree->structure);
+	ret = render(g, file, json, buf, len);
+	pthread_rwlock_unlock(&g->tree->structure);
+	return ret;
 }

@@ -131,6 +131,99 @@ TEST(high_delay_of_a_large_charge_does_not_overflow)
 	tally_memcg_tree_destroy(t);
 }
 
+/* ---- reads of a group racing with its destroy ------------------------ */
+
+static struct tally_memcg *race_group;
+static int race_stop;
+
+#define LOAD(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
+#define STORE(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
+
+static void *read_while_destroyed(void *arg)
+{
+	char buf[4096];
+
+	(void)arg;
+	while (!LOAD(&race_stop)) {
+		struct tally_memcg *g = LOAD(&race_group);
+		long hier;
+		int r;
+
+		r = tally_memcg_render(g, TALLY_MEMCG_FILE_ALL, true, buf,
+				       sizeof(buf));
+		if (!CHECK(r > 0 || r == -EINVAL))
+			break;
+		r = tally_memcg_stat_read(g, TALLY_MEMCG_ANON,
+					  TALLY_FLUSH_FORCE, &hier, NULL);
+		if (!CHECK(r == 0 || r == -EINVAL))
+			break;
+	}
+	return NULL;
+}
+
+static void reads_racing_destroy_child(void)
+{
+	struct tally_memcg_tree *t;
+	struct tally_memcg *g;
+	pthread_t th[2];
+	double end = harness_now() + 0.5 * (double)harness_scale(2);
+	char name[32];
+	int n = 0;
+
+	REQUIRE(tally_memcg_tree_create(&t, NULL) == 0);
+	REQUIRE(tally_memcg_create(tally_memcg_root(t), "g0", &g) == 0);
+	STORE(&race_group, g);
+	for (int i = 0; i < 2; i++)
+		REQUIRE(pthread_create(&th[i], NULL, read_while_destroyed,
+				       NULL) == 0);
+	while (harness_now() < end) {
+		struct tally_memcg *old = LOAD(&race_group);
+
+		snprintf(name, sizeof(name), "g%d", ++n);
+		if (!CHECK(tally_memcg_create(tally_memcg_root(t), name,
+					      &g) == 0))
+			break;
+		tally_memcg_stat_mod(g, TALLY_MEMCG_ANON, 4096);
+		STORE(&race_group, g);
+		CHECK_EQ_LONG(tally_memcg_destroy(old), 0);
+	}
+	STORE(&race_stop, 1);
+	for (int i = 0; i < 2; i++)
+		pthread_join(th[i], NULL);
+	tally_memcg_tree_destroy(t);
+}
+
+/*
+ * A destroyed group's handle stays valid and its reads return -EINVAL:
+ * render and stat_read racing with destroy must not touch the freed
+ * statistics group.
+ */
+TEST(stat_read_and_render_racing_destroy_do_not_crash)
+{
+	CHECK_EQ_LONG(run_with_alarm(reads_racing_destroy_child, 60), 0);
+}
+
+/* ---- no system domain ------------------------------------------------ */
+
+/*
+ * Without the system's CPUs (no sysfs), creating a tree on the system
+ * domain fails with -ENODEV, as every other tally constructor does, not
+ * -EINVAL (which says the caller passed something wrong).
+ */
+TEST(tree_create_without_system_cpus_is_enodev)
+{
+	static const char *const env[] = { "TALLY_SYSFS_ROOT=/nonexistent",
+					   NULL };
+	struct tally_memcg_tree *t = (struct tally_memcg_tree *)1;
+
+	if (!harness_is_child()) {
+		CHECK_EQ_LONG(RERUN_THIS_TEST(env), 0);
+		return;
+	}
+	CHECK_EQ_LONG(tally_memcg_tree_create(&t, NULL), -ENODEV);
+	CHECK(t == NULL);
+}
+
 #ifdef TALLY_INJECT
 #include "inject.h"
 
@@ -234,5 +327,153 @@ TEST(atomic_stock_uncharge_overtaken_by_destroy_is_not_lost)
 	CHECK_EQ_LONG(r.value, 0);
 	tally_memcg_tree_destroy(t);
 	tally_domain_destroy(d);
+}
+/* ---- an uncharge that returned just before the refusal ---------------- */
+
+static int hook_calls;
+
+static int uncharge_after_drain(enum tally_inject_point point, void *arg)
+{
+	(void)point;
+	(void)arg;
+	if (++hook_calls == 1)
+		hook_ret = tally_memcg_uncharge(hook_group, 4096);
+	return 0;
+}
+
+/*
+ * The header: a charge fails only when usage + charge > max after the
+ * drain, usage counting only the uncharges that returned.  Here the
+ * charge's retry after its drain is preceded by an uncharge of 4096
+ * that returns: 60 KiB + 4 KiB fit the 64 KiB max,
+ * so the charge must succeed; the bytes must not wait in a stock the
+ * drain has just reopened.
+ */
+TEST(uncharge_returned_before_the_retry_after_drain_is_not_a_refusal)
+{
+	struct tally_memcg_tree *t;
+	struct tally_memcg *g;
+	struct tally_memcg_range r;
+	int ret;
+
+	REQUIRE(tally_memcg_tree_create(&t, NULL) == 0);
+	REQUIRE(tally_memcg_create(tally_memcg_root(t), "g", &g) == 0);
+	REQUIRE(tally_memcg_set_limit(g, TALLY_MEMCG_MAX, 65536) == 0);
+	/* NOFAIL: exactly the bytes, no stock. */
+	REQUIRE(tally_memcg_charge(g, 4096, TALLY_MEMCG_NOFAIL) == 0);
+	REQUIRE(tally_memcg_charge(g, 61440, TALLY_MEMCG_NOFAIL) == 0);
+	hook_group = g;
+	hook_calls = 0;
+	hook_ret = 1;
+	tally_inject_set(TALLY_INJECT_MEMCG_DRAINED, uncharge_after_drain,
+			 NULL);
+	ret = tally_memcg_charge(g, 4096, TALLY_MEMCG_NORECLAIM);
+	tally_inject_set(TALLY_INJECT_MEMCG_DRAINED, NULL, NULL);
+	CHECK_EQ_LONG(hook_calls, 1);
+	CHECK_EQ_LONG(hook_ret, 0);
+	CHECK_EQ_LONG(ret, 0);
+	if (ret == 0)
+		CHECK_EQ_LONG(tally_memcg_uncharge(g, 4096), 0);
+	CHECK_EQ_LONG(tally_memcg_uncharge(g, 61440), 0);
+	REQUIRE(tally_memcg_usage(g, TALLY_MEMCG_READ_DRAIN, &r) == 0);
+	CHECK_EQ_LONG(r.value, 0);
+	tally_memcg_tree_destroy(t);
+}
+/* ---- a group created while a drain of its parent is in flight --------- */
+
+static struct tally_memcg *hammer_group;
+static long hammer_ops;
+static int hammer_quit;
+
+/* Charge and uncharge 64 bytes on the fast path of hammer_group. */
+static void *hammer(void *arg)
+{
+	(void)arg;
+	util_pin((int)util_allowed_cpu(1));
+	while (!LOAD(&hammer_quit)) {
+		struct tally_memcg *g = LOAD(&hammer_group);
+
+		if (g && tally_memcg_charge(g, 64, 0) == 0)
+			tally_memcg_uncharge(g, 64);
+		__atomic_add_fetch(&hammer_ops, 1, __ATOMIC_RELEASE);
+	}
+	return NULL;
+}
+
+static int create_and_hammer(enum tally_inject_point point, void *arg)
+{
+	struct tally_memcg *n;
+	char name[32];
+	long ops;
+
+	(void)point;
+	if (!hook_armed)
+		return 0;
+	hook_armed = 0;
+	snprintf(name, sizeof(name), "n%d", ++hook_calls);
+	if (tally_memcg_create(hook_group, name, &n))
+		return 0;
+	*(struct tally_memcg **)arg = n;
+	ops = LOAD(&hammer_ops);
+	STORE(&hammer_group, n);
+	while (LOAD(&hammer_ops) < ops + 2000)
+		;
+	return 0;
+}
+
+/*
+ * A drain closes the stocks of the groups it finds, then empties the
+ * groups it finds again: a group created in between is emptied (an
+ * exchange) while its stock is open to restartable sequences on another
+ * CPU, whose plain store can overwrite the exchange.  Bytes then sit in a
+ * stock uncounted, and the next drain gives them back twice (an
+ * underflow).  Everything charged is uncharged here: the usage must come
+ * back to 0 without underflows.
+ */
+TEST(group_created_during_a_drain_keeps_its_stock_counted)
+{
+	struct tally_memcg_options o = { .batch = 4096 };
+	struct tally_memcg_tree *t;
+	struct tally_memcg *h, *n = NULL;
+	struct tally_memcg_range r;
+	struct tally_memcg_info info;
+	pthread_t th;
+	long rounds = harness_scale(300);
+
+	if (util_nr_allowed() < 2) {
+		harness_log("needs 2 CPUs");
+		return;
+	}
+	REQUIRE(tally_memcg_tree_create(&t, &o) == 0);
+	REQUIRE(tally_memcg_create(tally_memcg_root(t), "h", &h) == 0);
+	hook_group = h;
+	hook_calls = 0;
+	STORE(&hammer_quit, 0);
+	STORE(&hammer_group, NULL);
+	REQUIRE(pthread_create(&th, NULL, hammer, NULL) == 0);
+	util_pin((int)util_allowed_cpu(0));
+	tally_inject_set(TALLY_INJECT_MEMCG_DRAIN_STOPPED, create_and_hammer,
+			 &n);
+	for (long i = 0; i < rounds; i++) {
+		n = NULL;
+		hook_armed = 1;
+		tally_memcg_drain(h);
+		STORE(&hammer_group, NULL);
+		/* Let the hammer leave n before it goes. */
+		for (long ops = LOAD(&hammer_ops); LOAD(&hammer_ops) < ops + 3;)
+			;
+		if (n)
+			CHECK_EQ_LONG(tally_memcg_destroy(n), 0);
+	}
+	tally_inject_set(TALLY_INJECT_MEMCG_DRAIN_STOPPED, NULL, NULL);
+	STORE(&hammer_quit, 1);
+	pthread_join(th, NULL);
+	util_pin(-1);
+	REQUIRE(tally_memcg_usage(tally_memcg_root(t), TALLY_MEMCG_READ_DRAIN,
+				  &r) == 0);
+	REQUIRE(tally_memcg_tree_info(t, &info) == 0);
+	CHECK_EQ_LONG(r.value, 0);
+	CHECK_EQ_ULONG(info.underflows, 0);
+	tally_memcg_tree_destroy(t);
 }
 #endif /* TALLY_INJECT */

@@ -30,7 +30,9 @@
  *
  * What is exact:
  *   - usage never exceeds max at any level, except by charges made with
- *     %TALLY_MEMCG_NOFAIL;
+ *     %TALLY_MEMCG_NOFAIL, and for the few instructions in which a charge
+ *     that read the old max re-reads the new one set by a concurrent
+ *     tally_memcg_set_limit() and backs out;
  *   - a charge fails (-ENOMEM) only when, after the drain, the usage of
  *     some level plus the charge exceeds its max, where usage is every
  *     charge that has returned or is in flight minus every uncharge that
@@ -55,9 +57,10 @@
  * Destroyed groups: tally_memcg_destroy() moves a group's remaining charge
  * and local events to its parent; its stats stay in its ancestors'
  * hierarchical values.  Its handle stays valid until the tree is destroyed
- * (a few hundred bytes; its per-CPU stock is freed), so that objects still
- * charged to it can be uncharged: uncharges, charges and stat updates of
- * a destroyed group go to its nearest live ancestor.
+ * (a few hundred bytes; its per-CPU stock is freed, or kept closed when
+ * stocks are atomic: tally_memcg_tree_info()'s rseq is 0), so that
+ * objects still charged to it can be uncharged: uncharges, charges and
+ * stat updates of a destroyed group go to its nearest live ancestor.
  *
  * Locks: the drain lock (a mutex) serialises drains; a thread stopped or
  * preempted while it drains delays other drains (and so refusals,
@@ -277,7 +280,8 @@ int tally_memcg_path(const struct tally_memcg *g, char *buf, size_t len);
  * effective low at least the effective min).  Setting max drains the
  * subtree's stocks, then refuses a max below the exact usage, as the
  * kernel's page counter does; charges racing with it either fit under the
- * new max or fail.
+ * new max or fail (one that had read the old max may hold the usage above
+ * the new one for a few instructions before it backs out).
  *
  * Context: MT-safe; not async-signal-safe: setting max takes the tree's drain
  * lock and drains (membarrier()).
@@ -522,7 +526,9 @@ int tally_memcg_stat_mod_cpu(struct tally_memcg *g, unsigned int cpu,
  * @hier: set to the subtree's value (or NULL).
  * @local: set to the group's own value (or NULL).
  *
- * Context: as tally_stats_read().
+ * Context: MT-safe, also against tally_memcg_destroy() of @g; not
+ * async-signal-safe: takes the tree's structure lock for reading, then
+ * as tally_stats_read().
  *
  * Return: 0, -EINVAL (NULL @g, unknown item or mode, destroyed group).
  */
@@ -829,7 +835,9 @@ enum tally_memcg_file {
  * The stats are read with a forced flush, memory.current with
  * %TALLY_MEMCG_READ_PRECISE.
  *
- * Context: MT-safe; not async-signal-safe: flushes the statistics tree.
+ * Context: MT-safe, also against tally_memcg_destroy() of @g; not
+ * async-signal-safe: takes the tree's structure lock for reading, flushes
+ * the statistics tree.
  *
  * Return: the length written, -EINVAL (NULL, unknown file, destroyed
  * group), -ENOSPC (short buffer: @buf holds "").

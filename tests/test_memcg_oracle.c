@@ -1507,17 +1507,19 @@ static void *walk_reader_main(void *arg)
 
 /*
  * READ_APPROX and READ_PRECISE walk the subtree without a lock (they are
- * documented async-signal-safe) while tally_memcg_destroy() frees the
- * stocks of the groups it removes: the walk must never touch a freed or
- * cleared stock.  Many simulated CPUs make each group's stock walk long.
+ * documented async-signal-safe) while tally_memcg_destroy() closes (and,
+ * with rseq stocks, frees) the stocks of the groups it removes: the walk
+ * must never touch a freed or cleared stock.  @nr_cpus simulated CPUs make
+ * each group's stock walk long; 0 is the system domain (rseq stocks).
  */
-TEST(cheap_reads_of_the_root_survive_concurrent_destroys)
+static void run_reads_during_destroys(unsigned int nr_cpus, long rounds)
 {
-	struct tally_domain *d = util_domain(384);
+	struct tally_domain *d = nr_cpus ? util_domain(nr_cpus) : NULL;
 	struct tally_memcg_tree *t = tree_on(d, 4096);
 	struct walk_run run = { 0 };
+	unsigned int cpus = nr_cpus ? nr_cpus : 1;
+	long charged = 0;
 	pthread_t th[2];
-	long rounds = harness_scale(2000);
 
 	REQUIRE(t);
 	run.root = tally_memcg_root(t);
@@ -1530,10 +1532,14 @@ TEST(cheap_reads_of_the_root_survive_concurrent_destroys)
 
 		snprintf(name, sizeof(name), "g%ld", k);
 		REQUIRE(tally_memcg_create(run.root, name, &g) == 0);
-		for (unsigned int cpu = 0; cpu < 384; cpu += 7)
-			CHECK_EQ_LONG(tally_memcg_charge_cpu(g, cpu, 100, 0), 0);
+		for (unsigned int cpu = 0; cpu < cpus; cpu += 7) {
+			CHECK_EQ_LONG(charge_on(g, nr_cpus ? (int)cpu : -1, 100,
+						0), 0);
+			charged += 100;
+		}
 		CHECK_EQ_LONG(tally_memcg_destroy(g), 0);
-		CHECK_EQ_LONG(tally_memcg_uncharge_cpu(g, 0, 100 * 55), 0);
+		CHECK_EQ_LONG(uncharge_on(g, nr_cpus ? 0 : -1, charged), 0);
+		charged = 0;
 	}
 	__atomic_store_n(&run.stop, 1, __ATOMIC_RELAXED);
 	for (int i = 0; i < 2; i++)
@@ -1543,4 +1549,14 @@ TEST(cheap_reads_of_the_root_survive_concurrent_destroys)
 	CHECK_EQ_LONG(util_memcg_usage(run.root, TALLY_MEMCG_READ_DRAIN), 0);
 	tally_memcg_tree_destroy(t);
 	tally_domain_destroy(d);
+}
+
+TEST(cheap_reads_of_the_root_survive_concurrent_destroys)
+{
+	run_reads_during_destroys(384, harness_scale(2000));
+}
+
+TEST(cheap_reads_of_the_root_survive_concurrent_destroys_system)
+{
+	run_reads_during_destroys(0, harness_scale(20000));
 }

@@ -297,11 +297,27 @@ retry:
 	return NULL;
 }
 
-static void counters_force_add(struct tally_memcg *g, long n)
+/*
+ * A NOFAIL charge: raise every level by @n whatever its max, but never
+ * past LONG_MAX.  False, with nothing changed, when some level would be.
+ */
+static bool counters_force_add(struct tally_memcg *g, long n)
 {
-	for (struct tally_memcg *l = g; l; l = l->parent)
-		raise_peak(l, __atomic_add_fetch(&l->usage, n,
-						 __ATOMIC_SEQ_CST));
+	for (struct tally_memcg *l = g; l; l = l->parent) {
+		long usage = LOAD(&l->usage);
+
+		do {
+			if (usage > LONG_MAX - n) {
+				counters_sub(g, l, n);
+				return false;
+			}
+		} while (!__atomic_compare_exchange_n(&l->usage, &usage,
+						      usage + n, true,
+						      __ATOMIC_SEQ_CST,
+						      __ATOMIC_RELAXED));
+		raise_peak(l, usage + n);
+	}
+	return true;
 }
 
 /* -ERANGE, with nothing changed, when @g's own level holds less than @n. */
@@ -880,8 +896,8 @@ static int charge_slow(struct tally_memcg *g, unsigned int cpu, long n,
 	if (flags & TALLY_MEMCG_NOFAIL) {
 		if (larger_than_a_max(g, n))
 			return -E2BIG;
-		if (counters_try_add(g, n))
-			counters_force_add(g, n);
+		if (counters_try_add(g, n) && !counters_force_add(g, n))
+			return -E2BIG;
 		return check_high(g, flags);
 	}
 	__atomic_add_fetch(&g->refilling, 1, __ATOMIC_SEQ_CST);

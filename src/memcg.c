@@ -260,8 +260,8 @@ static void counters_sub(struct tally_memcg *from, struct tally_memcg *upto,
 
 /*
  * Raise every level from @g up by @n, each only if it stays within its
- * max.  On failure, undo the levels below and return the level that
- * refused.
+ * max (within LONG_MAX when @force: a NOFAIL charge).  On failure, undo
+ * the levels below and return the level that refused.
  *
  * The max read before the CAS may be stale: tally_memcg_set_limit() may
  * have published a lower one and checked the usage in between.  Both
@@ -270,13 +270,14 @@ static void counters_sub(struct tally_memcg *from, struct tally_memcg *upto,
  * fits is undone and retried against the new max (or the setter sees the
  * usage and restores the old max).
  */
-static struct tally_memcg *counters_try_add(struct tally_memcg *g, long n)
+static struct tally_memcg *counters_add(struct tally_memcg *g, long n,
+					bool force)
 {
 	for (struct tally_memcg *l = g; l; l = l->parent) {
 		long max, usage;
 
 retry:
-		max = LOAD(&l->max);
+		max = force ? LONG_MAX : LOAD(&l->max);
 		usage = LOAD(&l->usage);
 		(void)tally_inject(TALLY_INJECT_MEMCG_BEFORE_CAS);
 		do {
@@ -288,7 +289,8 @@ retry:
 						      usage + n, true,
 						      __ATOMIC_SEQ_CST,
 						      __ATOMIC_RELAXED));
-		if (usage > __atomic_load_n(&l->max, __ATOMIC_SEQ_CST) - n) {
+		if (!force &&
+		    usage > __atomic_load_n(&l->max, __ATOMIC_SEQ_CST) - n) {
 			__atomic_sub_fetch(&l->usage, n, __ATOMIC_RELAXED);
 			goto retry;
 		}
@@ -297,27 +299,9 @@ retry:
 	return NULL;
 }
 
-/*
- * A NOFAIL charge: raise every level by @n whatever its max, but never
- * past LONG_MAX.  False, with nothing changed, when some level would be.
- */
-static bool counters_force_add(struct tally_memcg *g, long n)
+static struct tally_memcg *counters_try_add(struct tally_memcg *g, long n)
 {
-	for (struct tally_memcg *l = g; l; l = l->parent) {
-		long usage = LOAD(&l->usage);
-
-		do {
-			if (usage > LONG_MAX - n) {
-				counters_sub(g, l, n);
-				return false;
-			}
-		} while (!__atomic_compare_exchange_n(&l->usage, &usage,
-						      usage + n, true,
-						      __ATOMIC_SEQ_CST,
-						      __ATOMIC_RELAXED));
-		raise_peak(l, usage + n);
-	}
-	return true;
+	return counters_add(g, n, false);
 }
 
 /* -ERANGE, with nothing changed, when @g's own level holds less than @n. */
@@ -896,7 +880,7 @@ static int charge_slow(struct tally_memcg *g, unsigned int cpu, long n,
 	if (flags & TALLY_MEMCG_NOFAIL) {
 		if (larger_than_a_max(g, n))
 			return -E2BIG;
-		if (counters_try_add(g, n) && !counters_force_add(g, n))
+		if (counters_try_add(g, n) && counters_add(g, n, true))
 			return -E2BIG;
 		return check_high(g, flags);
 	}

@@ -825,6 +825,14 @@ static struct tally_memcg *wait_for_room(struct tally_memcg *g, long n,
 	}
 }
 
+/* What a charge of @n lacks under @h's max (usage + n - max, saturated). */
+static long excess(const struct tally_memcg *h, long n)
+{
+	__int128 e = (__int128)LOAD(&h->usage) + n - LOAD(&h->max);
+
+	return e > LONG_MAX ? LONG_MAX : (long)e;
+}
+
 static int refuse_or_reclaim(struct tally_memcg *g, long n,
 			     struct tally_memcg *h, unsigned int flags)
 {
@@ -836,7 +844,7 @@ static int refuse_or_reclaim(struct tally_memcg *g, long n,
 	memcg_event(h, TALLY_MEMCG_EVENT_MAX);
 	if (!(flags & TALLY_MEMCG_NORECLAIM)) {
 		for (int round = 0; h && round < RECLAIM_ROUNDS; round++) {
-			if (!reclaim(h, LOAD(&h->usage) + n - LOAD(&h->max)))
+			if (!reclaim(h, excess(h, n)))
 				break;
 			h = drain_and_retry(g, n, h);
 		}

@@ -255,8 +255,8 @@ static void counters_sub(struct tally_memcg *from, struct tally_memcg *upto,
 
 /*
  * Raise every level from @g up by @n, each only if it stays within its
- * max.  On failure, undo the levels below and return the level that
- * refused.
+ * max (within LONG_MAX when @force: a NOFAIL charge).  On failure, undo
+ * the levels below and return the level that refused.
  *
  * The max read before the CAS may be stale: tally_memcg_set_limit() may
  * have published a lower one and checked the usage in between.  Both
@@ -265,13 +265,14 @@ static void counters_sub(struct tally_memcg *from, struct tally_memcg *upto,
  * fits is undone and retried against the new max (or the setter sees the
  * usage and restores the old max).
  */
-static struct tally_memcg *counters_try_add(struct tally_memcg *g, long n)
+static struct tally_memcg *counters_add(struct tally_memcg *g, long n,
+					bool force)
 {
 	for (struct tally_memcg *l = g; l; l = l->parent) {
 		long max, usage;
 
 retry:
-		max = LOAD(&l->max);
+		max = force ? LONG_MAX : LOAD(&l->max);
 		usage = LOAD(&l->usage);
 		(void)tally_inject(TALLY_INJECT_MEMCG_BEFORE_CAS);
 		do {
@@ -283,7 +284,8 @@ retry:
 						      usage + n, true,
 						      __ATOMIC_SEQ_CST,
 						      __ATOMIC_RELAXED));
-		if (usage > __atomic_load_n(&l->max, __ATOMIC_SEQ_CST) - n) {
+		if (!force &&
+		    usage > __atomic_load_n(&l->max, __ATOMIC_SEQ_CST) - n) {
 			__atomic_sub_fetch(&l->usage, n, __ATOMIC_RELAXED);
 			goto retry;
 		}
@@ -292,11 +294,9 @@ retry:
 	return NULL;
 }
 
-static void counters_force_add(struct tally_memcg *g, long n)
+static struct tally_memcg *counters_try_add(struct tally_memcg *g, long n)
 {
-	for (struct tally_memcg *l = g; l; l = l->parent)
-		raise_peak(l, __atomic_add_fetch(&l->usage, n,
-						 __ATOMIC_SEQ_CST));
+	return counters_add(g, n, false);
 }
 
 /* -ERANGE, with nothing changed, when @g's own level holds less than @n. */
@@ -875,6 +875,14 @@ static struct tally_memcg *wait_for_room(struct tally_memcg *g, long n,
 	}
 }
 
+/* What a charge of @n lacks under @h's max (usage + n - max, saturated). */
+static long excess(const struct tally_memcg *h, long n)
+{
+	__int128 e = (__int128)LOAD(&h->usage) + n - LOAD(&h->max);
+
+	return e > LONG_MAX ? LONG_MAX : (long)e;
+}
+
 static int refuse_or_reclaim(struct tally_memcg *g, long n,
 			     struct tally_memcg *h, unsigned int flags)
 {
@@ -886,7 +894,7 @@ static int refuse_or_reclaim(struct tally_memcg *g, long n,
 	memcg_event(h, TALLY_MEMCG_EVENT_MAX);
 	if (!(flags & TALLY_MEMCG_NORECLAIM)) {
 		for (int round = 0; h && round < RECLAIM_ROUNDS; round++) {
-			if (!reclaim(h, LOAD(&h->usage) + n - LOAD(&h->max)))
+			if (!reclaim(h, excess(h, n)))
 				break;
 			h = drain_and_retry(g, n, h);
 		}
@@ -932,8 +940,8 @@ static int charge_slow(struct tally_memcg *g, unsigned int cpu, long n,
 	if (flags & TALLY_MEMCG_NOFAIL) {
 		if (larger_than_a_max(g, n))
 			return -E2BIG;
-		if (counters_try_add(g, n))
-			counters_force_add(g, n);
+		if (counters_try_add(g, n) && counters_add(g, n, true))
+			return -E2BIG;
 		return check_high(g, flags);
 	}
 	__atomic_add_fetch(&g->refilling, 1, __ATOMIC_SEQ_CST);

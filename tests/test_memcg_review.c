@@ -224,6 +224,36 @@ TEST(tree_create_without_system_cpus_is_enodev)
 	CHECK(t == NULL);
 }
 
+/* ---- NOFAIL charges at the end of the range ------------------------ */
+
+/*
+ * NOFAIL charges pass max, but a usage past LONG_MAX wraps negative: reads
+ * then report a negative usage and later charges pass any max.  The fifth
+ * charge of TALLY_MEMCG_BYTES_MAX (LONG_MAX / 4) must be refused.
+ */
+TEST(nofail_charges_never_wrap_the_usage)
+{
+	struct tally_memcg_tree *t;
+	struct tally_memcg *g;
+	struct tally_memcg_range r;
+
+	REQUIRE(tally_memcg_tree_create(&t, NULL) == 0);
+	REQUIRE(tally_memcg_create(tally_memcg_root(t), "g", &g) == 0);
+	for (int i = 0; i < 4; i++)
+		CHECK_EQ_LONG(tally_memcg_charge(g, TALLY_MEMCG_BYTES_MAX,
+						 TALLY_MEMCG_NOFAIL), 0);
+	CHECK_EQ_LONG(tally_memcg_charge(g, TALLY_MEMCG_BYTES_MAX,
+					 TALLY_MEMCG_NOFAIL), -E2BIG);
+	REQUIRE(tally_memcg_usage(g, TALLY_MEMCG_READ_APPROX, &r) == 0);
+	CHECK_EQ_LONG(r.value, 4 * TALLY_MEMCG_BYTES_MAX);
+	CHECK_EQ_LONG(tally_memcg_charge(g, 1l << 40, 0), -ENOMEM);
+	for (int i = 0; i < 4; i++)
+		CHECK_EQ_LONG(tally_memcg_uncharge(g, TALLY_MEMCG_BYTES_MAX), 0);
+	REQUIRE(tally_memcg_usage(g, TALLY_MEMCG_READ_DRAIN, &r) == 0);
+	CHECK_EQ_LONG(r.value, 0);
+	tally_memcg_tree_destroy(t);
+}
+
 #ifdef TALLY_INJECT
 #include "inject.h"
 

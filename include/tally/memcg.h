@@ -355,8 +355,9 @@ int tally_memcg_get_limits(const struct tally_memcg *g,
  * Return: 0; %TALLY_MEMCG_OVER_HIGH (charged, and some level is now above
  * its high: tally_memcg_high_delay() gives the kernel's throttling delay);
  * -ENOMEM (refused, nothing charged); -E2BIG (a %TALLY_MEMCG_NOFAIL charge
- * larger than some level's max: nothing charged); -EINVAL (NULL, bytes out
- * of range, unknown flags, a tree on a simulated domain).
+ * larger than some level's max, or that would take some level's usage
+ * past LONG_MAX: nothing charged); -EINVAL (NULL, bytes out of range,
+ * unknown flags, a tree on a simulated domain).
  */
 static inline int tally_memcg_charge(struct tally_memcg *g, long bytes,
 				     unsigned int flags);

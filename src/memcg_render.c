@@ -101,8 +101,8 @@ static void render_limits(struct tally_memcg *g, struct out *o)
 	tally_memcg_usage(g, TALLY_MEMCG_READ_PRECISE, &usage);
 	tally_memcg_get_limits(g, &lim);
 	pair(o, "memory.current", usage.value, false);
-	pair(o, "memory.min", lim.min, false);
-	pair(o, "memory.low", lim.low, false);
+	pair(o, "memory.min", lim.min, lim.min == TALLY_MEMCG_UNLIMITED);
+	pair(o, "memory.low", lim.low, lim.low == TALLY_MEMCG_UNLIMITED);
 	pair(o, "memory.high", lim.high, lim.high == TALLY_MEMCG_UNLIMITED);
 	pair(o, "memory.max", lim.max, lim.max == TALLY_MEMCG_UNLIMITED);
 	pair(o, "memory.peak", tally_memcg_peak(g, false), false);

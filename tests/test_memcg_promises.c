@@ -60,14 +60,22 @@ static void storm_handler(int sig)
 	int saved = errno;
 
 	(void)sig;
-	if (tally_memcg_charge(storm_group, 4 * KB, 0) != 0)
+	/*
+	 * Charge on one signal, uncharge on the next: the main loop fills
+	 * or empties the stock in between, so the handler's calls find it
+	 * full, empty or in between.  An uncharge is async-signal-safe on
+	 * any path; the charge has no max to hit, so it never drains.
+	 */
+	if (storm_handler_bytes < 8 * KB) {
+		if (tally_memcg_charge(storm_group, 8 * KB, 0) != 0)
+			storm_handler_errors++;
+		else
+			storm_handler_bytes += 8 * KB;
+	} else if (tally_memcg_uncharge(storm_group, 8 * KB) != 0) {
 		storm_handler_errors++;
-	else
-		storm_handler_bytes += 4 * KB;
-	if (tally_memcg_uncharge(storm_group, 1 * KB) != 0)
-		storm_handler_errors++;
-	else
-		storm_handler_bytes -= 1 * KB;
+	} else {
+		storm_handler_bytes -= 8 * KB;
+	}
 	errno = saved;
 }
 
@@ -83,7 +91,7 @@ static void *storm_sender(void *arg)
 
 	while (!__atomic_load_n(&s->stop, __ATOMIC_ACQUIRE)) {
 		if (pthread_kill(s->target, SIGUSR1) == 0)
-			s->sent++;
+			__atomic_add_fetch(&s->sent, 1, __ATOMIC_RELAXED);
 		if ((s->sent & 63) == 0)
 			sched_yield();
 	}
@@ -98,6 +106,8 @@ TEST(signal_storm_of_charges_and_uncharges_on_the_same_group_keeps_exact_totals)
 	struct storm s = { 0 };
 	pthread_t sender;
 	long i, n = harness_scale(200000), held = 0, bad = 0;
+	long want = harness_scale(20000);
+	double deadline;
 
 	REQUIRE(t);
 	storm_group = group_new(tally_memcg_root(t), "storm");
@@ -109,15 +119,24 @@ TEST(signal_storm_of_charges_and_uncharges_on_the_same_group_keeps_exact_totals)
 	REQUIRE(sigaction(SIGUSR1, &sa, &old) == 0);
 	s.target = pthread_self();
 	REQUIRE(pthread_create(&sender, NULL, storm_sender, &s) == 0);
-	for (i = 0; i < n; i++) {
-		/* Mixed sizes so that both stocks and counters are hit. */
+	deadline = harness_now() + 1.0;
+	/* Until enough signals landed: the fast paths outrun the sender. */
+	for (i = 0; i < n || (__atomic_load_n(&s.sent, __ATOMIC_RELAXED) <
+			      want && harness_now() < deadline); i++) {
+		/*
+		 * Runs of 32 charges then 32 uncharges of mixed sizes: the
+		 * charges empty the stock (refills from the counters), the
+		 * uncharges overflow it (batches back to the counters), so
+		 * the signals land on every path.
+		 */
 		long b = (i % 7 + 1) * KB;
 
-		if (tally_memcg_charge(storm_group, b, 0) == 0)
-			held += b;
-		else
-			bad++;
-		if (i & 1) {
+		if (!((i >> 5) & 1)) {
+			if (tally_memcg_charge(storm_group, b, 0) == 0)
+				held += b;
+			else
+				bad++;
+		} else if (held >= b) {
 			if (tally_memcg_uncharge(storm_group, b) == 0)
 				held -= b;
 			else
@@ -129,7 +148,7 @@ TEST(signal_storm_of_charges_and_uncharges_on_the_same_group_keeps_exact_totals)
 	sigaction(SIGUSR1, &old, NULL);
 	CHECK_EQ_LONG(bad, 0);
 	CHECK_EQ_LONG(storm_handler_errors, 0);
-	CHECK(s.sent > 0);
+	CHECK(s.sent >= want / 2);
 	CHECK_EQ_LONG(util_memcg_usage(storm_group, TALLY_MEMCG_READ_DRAIN),
 		      held + storm_handler_bytes);
 	CHECK_EQ_LONG(util_memcg_usage(tally_memcg_root(t),

@@ -582,6 +582,13 @@ TEST(max_events_and_the_eventfd_count_every_refusal_under_concurrency)
  * TALLY_MEMCG_UNLIMITED is accepted for every limit, read back, and
  * rendered "max"; a negative limit is -EINVAL; uncharge and the _cpu
  * calls refuse what memcg.h says they refuse.
+ *
+ * FAILS against d53bdba (a false promise, kept on purpose): memcg.h:814
+ * (TALLY_MEMCG_FILE_LIMITS: '"max" for unlimited') and README.md:858 say
+ * every unlimited limit renders "max", as the kernel's memory.min and
+ * memory.low do; src/memcg_render.c render_limits() passes false as
+ * @unlimited for min and low, so a min or low of TALLY_MEMCG_UNLIMITED
+ * renders "memory.min 9223372036854775807".
  */
 TEST(unlimited_is_accepted_and_rendered_max_and_bad_sizes_are_einval)
 {

@@ -353,6 +353,7 @@ static void approx_interval_holds(unsigned int nr_cpus)
 			held[which][slot] += b;
 		}
 	}
+	CHECK_EQ_LONG(i, n);
 	/*
 	 * The worst case: every stock of every group filled to its cap by
 	 * charges then uncharges of half batches on every CPU.

@@ -681,3 +681,81 @@ TEST(cpu_calls_refuse_a_cpu_out_of_range_and_the_system_calls)
 	tally_memcg_tree_destroy(t);
 	tally_domain_destroy(d);
 }
+
+/*
+ * memcg.h: TALLY_MEMCG_OVER_HIGH means "charged, and some level is now
+ * above its high"; the high event is "a charge left the group's usage
+ * above high", and high is checked when a charge reaches the page
+ * counters.  Under concurrent charges of one group with a high (its
+ * parent has none): every OVER_HIGH return has its high event, and only
+ * charges that reached the counters (refills) count one.  Not equality:
+ * an uncharge by another thread between the event and the return's
+ * re-read of the usage makes an event without an OVER_HIGH return.
+ */
+struct high_runner {
+	struct tally_memcg *g;
+	long n, over_high, held;
+};
+
+static void *high_loop(void *arg)
+{
+	struct high_runner *r = arg;
+	long i;
+
+	for (i = 0; i < r->n; i++) {
+		int ret = tally_memcg_charge(r->g, 4 * KB,
+					     TALLY_MEMCG_NORECLAIM);
+
+		if (ret == TALLY_MEMCG_OVER_HIGH)
+			r->over_high++;
+		else if (!CHECK_EQ_LONG(ret, 0))
+			break;
+		r->held += 4 * KB;
+		if ((i & 1) && CHECK_EQ_LONG(tally_memcg_uncharge(r->g, 4 * KB),
+					     0))
+			r->held -= 4 * KB;
+		if (r->held > 512 * KB) {
+			CHECK_EQ_LONG(tally_memcg_uncharge(r->g, r->held), 0);
+			r->held = 0;
+		}
+	}
+	return NULL;
+}
+
+TEST(every_over_high_return_has_its_high_event_under_concurrency)
+{
+	struct tally_memcg_tree *t = tree_new(NULL, 8 * KB);
+	struct tally_memcg *p, *c;
+	struct high_runner r[2];
+	struct tally_memcg_info info;
+	unsigned long refills0;
+	pthread_t th[2];
+	long events;
+	int i;
+
+	REQUIRE(t);
+	p = group_new(tally_memcg_root(t), "p");
+	REQUIRE(p);
+	c = group_new(p, "c");
+	REQUIRE(c);
+	REQUIRE(tally_memcg_set_limit(c, TALLY_MEMCG_HIGH, 256 * KB) == 0);
+	REQUIRE(tally_memcg_tree_info(t, &info) == 0);
+	refills0 = info.refills;
+	for (i = 0; i < 2; i++) {
+		r[i] = (struct high_runner){ .g = c, .n = harness_scale(20000) };
+		REQUIRE(pthread_create(&th[i], NULL, high_loop, &r[i]) == 0);
+	}
+	for (i = 0; i < 2; i++)
+		pthread_join(th[i], NULL);
+	REQUIRE(tally_memcg_tree_info(t, &info) == 0);
+	events = util_memcg_event(c, TALLY_MEMCG_EVENT_HIGH, true);
+	CHECK(r[0].over_high + r[1].over_high > 0);
+	CHECK_LE_LONG(r[0].over_high + r[1].over_high, events);
+	CHECK_LE_LONG(events, (long)(info.refills - refills0));
+	CHECK_EQ_LONG(util_memcg_event(p, TALLY_MEMCG_EVENT_HIGH, false),
+		      events);
+	CHECK_EQ_LONG(util_memcg_event(p, TALLY_MEMCG_EVENT_HIGH, true), 0);
+	CHECK_EQ_LONG(util_memcg_usage(c, TALLY_MEMCG_READ_DRAIN),
+		      r[0].held + r[1].held);
+	tally_memcg_tree_destroy(t);
+}

@@ -36,28 +36,6 @@
 #define KB 1024l
 #define MB (1024l * 1024)
 
-static struct tally_memcg_tree *tree_new(struct tally_domain *d, long batch)
-{
-	struct tally_memcg_options o = { .domain = d, .batch = batch };
-	struct tally_memcg_tree *t = NULL;
-
-	if (!CHECK_EQ_LONG(tally_memcg_tree_create(&t, &o), 0))
-		return NULL;
-	return t;
-}
-
-static struct tally_memcg *group_new(struct tally_memcg *parent,
-				     const char *name)
-{
-	struct tally_memcg *g = NULL;
-
-	if (!CHECK_EQ_LONG(tally_memcg_create(parent, name, &g), 0)) {
-		harness_log("create %s", name);
-		return NULL;
-	}
-	return g;
-}
-
 static bool set_limit(struct tally_memcg *g, enum tally_memcg_limit which,
 		      long bytes)
 {
@@ -87,8 +65,8 @@ static bool events_are(const struct tally_memcg *g, enum tally_memcg_event ev,
 static bool chain_new(struct tally_memcg_tree *t, struct tally_memcg **p,
 		      struct tally_memcg **c)
 {
-	*p = t ? group_new(tally_memcg_root(t), "p") : NULL;
-	*c = *p ? group_new(*p, "c") : NULL;
+	*p = t ? util_memcg_group(tally_memcg_root(t), "p") : NULL;
+	*c = *p ? util_memcg_group(*p, "c") : NULL;
 	return *c != NULL;
 }
 
@@ -127,7 +105,7 @@ TEST(tree_create_refuses_null_out_and_bad_batch_and_leaves_out_null)
 
 TEST(create_refuses_null_bad_and_duplicate_names_without_storing_a_group)
 {
-	struct tally_memcg_tree *t = tree_new(NULL, 0);
+	struct tally_memcg_tree *t = util_memcg_tree(NULL, 0);
 	struct tally_memcg *root, *a, *sentinel = (struct tally_memcg *)&t;
 	struct tally_memcg *out;
 	char longest[TALLY_MEMCG_NAME_MAX + 2];
@@ -152,7 +130,7 @@ TEST(create_refuses_null_bad_and_duplicate_names_without_storing_a_group)
 	longest[TALLY_MEMCG_NAME_MAX] = '\0';
 	CHECK_EQ_LONG(tally_memcg_create(root, longest, NULL), 0);
 
-	a = group_new(root, "a");
+	a = util_memcg_group(root, "a");
 	REQUIRE(a);
 	out = sentinel;
 	CHECK_EQ_LONG(tally_memcg_create(root, "a", &out), -EEXIST);
@@ -175,15 +153,15 @@ TEST(create_refuses_null_bad_and_duplicate_names_without_storing_a_group)
 
 TEST(find_resolves_paths_and_refuses_empty_components_and_unknown_names)
 {
-	struct tally_memcg_tree *t = tree_new(NULL, 0);
+	struct tally_memcg_tree *t = util_memcg_tree(NULL, 0);
 	struct tally_memcg *root, *a, *b, *out;
 	char path[64];
 
 	REQUIRE(t);
 	root = tally_memcg_root(t);
-	a = group_new(root, "a");
+	a = util_memcg_group(root, "a");
 	REQUIRE(a);
-	b = group_new(a, "b");
+	b = util_memcg_group(a, "b");
 	REQUIRE(b);
 	CHECK_EQ_LONG(tally_memcg_find(t, "", &out), 0);
 	CHECK(out == root);
@@ -220,14 +198,14 @@ TEST(find_resolves_paths_and_refuses_empty_components_and_unknown_names)
 
 TEST(destroy_refuses_null_root_parents_and_a_second_destroy)
 {
-	struct tally_memcg_tree *t = tree_new(NULL, 0);
+	struct tally_memcg_tree *t = util_memcg_tree(NULL, 0);
 	struct tally_memcg *root, *a, *b;
 	struct tally_memcg_info info;
 
 	REQUIRE(t);
 	root = tally_memcg_root(t);
-	a = group_new(root, "a");
-	b = group_new(a, "b");
+	a = util_memcg_group(root, "a");
+	b = util_memcg_group(a, "b");
 	REQUIRE(a && b);
 	CHECK_EQ_LONG(tally_memcg_destroy(NULL), -EINVAL);
 	CHECK_EQ_LONG(tally_memcg_destroy(root), -EINVAL);
@@ -264,13 +242,13 @@ TEST(destroy_refuses_null_root_parents_and_a_second_destroy)
 
 TEST(set_limit_refuses_bad_input_and_a_max_below_the_drained_usage)
 {
-	struct tally_memcg_tree *t = tree_new(NULL, 0);
+	struct tally_memcg_tree *t = util_memcg_tree(NULL, 0);
 	struct tally_memcg *root, *a;
 	struct tally_memcg_limits l;
 
 	REQUIRE(t);
 	root = tally_memcg_root(t);
-	a = group_new(root, "a");
+	a = util_memcg_group(root, "a");
 	REQUIRE(a);
 	REQUIRE(tally_memcg_get_limits(a, &l) == 0);
 	CHECK_EQ_LONG(l.min, 0);
@@ -330,13 +308,13 @@ TEST(set_limit_refuses_bad_input_and_a_max_below_the_drained_usage)
 TEST(charge_refuses_bad_sizes_flags_and_the_wrong_domain_kind)
 {
 	struct tally_domain *d = util_domain(4);
-	struct tally_memcg_tree *t = tree_new(NULL, 0), *st = tree_new(d, 0);
+	struct tally_memcg_tree *t = util_memcg_tree(NULL, 0), *st = util_memcg_tree(d, 0);
 	struct tally_memcg *a, *sa;
 	const long bad[] = { 0, -1, LONG_MIN, LONG_MAX / 4 + 1, LONG_MAX };
 
 	REQUIRE(t && st);
-	a = group_new(tally_memcg_root(t), "a");
-	sa = group_new(tally_memcg_root(st), "a");
+	a = util_memcg_group(tally_memcg_root(t), "a");
+	sa = util_memcg_group(tally_memcg_root(st), "a");
 	REQUIRE(a && sa);
 	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
 		CHECK_EQ_LONG(tally_memcg_charge(a, bad[i], 0), -EINVAL);
@@ -383,7 +361,7 @@ TEST(charge_refuses_bad_sizes_flags_and_the_wrong_domain_kind)
 
 TEST(nofail_charge_larger_than_a_max_of_the_chain_is_refused_e2big_unchanged)
 {
-	struct tally_memcg_tree *t = tree_new(NULL, 0);
+	struct tally_memcg_tree *t = util_memcg_tree(NULL, 0);
 	struct tally_memcg *p, *c;
 
 	REQUIRE(chain_new(t, &p, &c));
@@ -436,12 +414,12 @@ static void uncharge_one_byte_too_many(struct tally_memcg_tree *t,
 
 TEST(over_uncharge_is_refused_erange_with_nothing_changed)
 {
-	struct tally_memcg_tree *t = tree_new(NULL, 4096);
+	struct tally_memcg_tree *t = util_memcg_tree(NULL, 4096);
 	struct tally_memcg *a, *b;
 
 	REQUIRE(t);
-	a = group_new(tally_memcg_root(t), "a");
-	b = group_new(a, "b");
+	a = util_memcg_group(tally_memcg_root(t), "a");
+	b = util_memcg_group(a, "b");
 	REQUIRE(a && b);
 	uncharge_one_byte_too_many(t, b);
 	CHECK_EQ_LONG(drained(a), 0);
@@ -463,7 +441,7 @@ TEST(over_uncharge_is_refused_erange_with_nothing_changed)
 
 TEST(reads_stats_events_and_callbacks_refuse_null_and_unknown_values)
 {
-	struct tally_memcg_tree *t = tree_new(NULL, 0);
+	struct tally_memcg_tree *t = util_memcg_tree(NULL, 0);
 	struct tally_memcg *a;
 	struct tally_memcg_range r = { 7, 7, 7 };
 	struct tally_memcg_throttle th;
@@ -473,7 +451,7 @@ TEST(reads_stats_events_and_callbacks_refuse_null_and_unknown_values)
 	long hier = 7, emin, elow, ev[TALLY_MEMCG_NR_EVENTS];
 
 	REQUIRE(t);
-	a = group_new(tally_memcg_root(t), "a");
+	a = util_memcg_group(tally_memcg_root(t), "a");
 	REQUIRE(a);
 	CHECK_EQ_LONG(tally_memcg_usage(NULL, TALLY_MEMCG_READ_APPROX, &r),
 		      -EINVAL);
@@ -578,13 +556,13 @@ TEST(reads_stats_events_and_callbacks_refuse_null_and_unknown_values)
 
 TEST(render_into_a_short_buffer_is_refused_enospc_with_an_empty_string)
 {
-	struct tally_memcg_tree *t = tree_new(NULL, 0);
+	struct tally_memcg_tree *t = util_memcg_tree(NULL, 0);
 	struct tally_memcg *a;
 	char buf[4096];
 	int full;
 
 	REQUIRE(t);
-	a = group_new(tally_memcg_root(t), "a");
+	a = util_memcg_group(tally_memcg_root(t), "a");
 	REQUIRE(a);
 	CHECK_EQ_LONG(tally_memcg_render(NULL, TALLY_MEMCG_FILE_STAT, false,
 					 buf, sizeof(buf)), -EINVAL);
@@ -630,7 +608,7 @@ TEST(render_into_a_short_buffer_is_refused_enospc_with_an_empty_string)
  */
 static struct tally_memcg_tree *exact_tree(void)
 {
-	return tree_new(NULL, 1);
+	return util_memcg_tree(NULL, 1);
 }
 
 TEST(over_high_charges_return_over_high_and_count_high_events_exactly)
@@ -642,7 +620,7 @@ TEST(over_high_charges_return_over_high_and_count_high_events_exactly)
 
 	REQUIRE(chain_new(t, &p, &c));
 	root = tally_memcg_root(t);
-	sib = group_new(p, "sib");
+	sib = util_memcg_group(p, "sib");
 	REQUIRE(sib);
 	REQUIRE(set_limit(c, TALLY_MEMCG_HIGH, high));
 	for (int i = 0; i < 16; i++)
@@ -692,7 +670,7 @@ TEST(high_delay_is_zero_under_high_grows_with_the_overage_up_to_2s)
 	const long high = MB;
 
 	REQUIRE(t);
-	g = group_new(tally_memcg_root(t), "g");
+	g = util_memcg_group(tally_memcg_root(t), "g");
 	REQUIRE(g);
 	REQUIRE(set_limit(g, TALLY_MEMCG_HIGH, high));
 	REQUIRE(tally_memcg_charge(g, high - 64 * KB, 0) == 0);
@@ -797,8 +775,8 @@ TEST(reclaim_callback_that_uncharges_lets_a_max_hitting_charge_succeed)
 	struct tally_memcg *g, *other;
 
 	REQUIRE(t);
-	g = group_new(tally_memcg_root(t), "g");
-	other = group_new(tally_memcg_root(t), "other");
+	g = util_memcg_group(tally_memcg_root(t), "g");
+	other = util_memcg_group(tally_memcg_root(t), "other");
 	REQUIRE(g && other);
 	REQUIRE(set_limit(g, TALLY_MEMCG_MAX, MB));
 	REQUIRE(tally_memcg_charge(g, MB, 0) == 0);
@@ -846,9 +824,9 @@ static bool prot_setup(struct prot_setup *s)
 	s->t = exact_tree();
 	if (!s->t)
 		return false;
-	s->p = group_new(tally_memcg_root(s->t), "p");
-	s->a = s->p ? group_new(s->p, "a") : NULL;
-	s->b = s->p ? group_new(s->p, "b") : NULL;
+	s->p = util_memcg_group(tally_memcg_root(s->t), "p");
+	s->a = s->p ? util_memcg_group(s->p, "a") : NULL;
+	s->b = s->p ? util_memcg_group(s->p, "b") : NULL;
 	return s->a && s->b && set_limit(s->p, TALLY_MEMCG_MAX, MB) &&
 	       set_limit(s->p, TALLY_MEMCG_LOW, MB) &&
 	       set_limit(s->p, TALLY_MEMCG_MIN, 256 * KB) &&
@@ -949,7 +927,7 @@ TEST(high_charges_ask_the_reclaim_callback_unless_noreclaim)
 	struct tally_memcg *g;
 
 	REQUIRE(t);
-	g = group_new(tally_memcg_root(t), "g");
+	g = util_memcg_group(tally_memcg_root(t), "g");
 	REQUIRE(g);
 	REQUIRE(set_limit(g, TALLY_MEMCG_HIGH, 64 * KB));
 	REQUIRE(tally_memcg_set_reclaim(g, reclaim_fn, &log) == 0);
@@ -1036,7 +1014,7 @@ TEST(oom_wait_succeeds_when_another_thread_uncharges_and_is_bounded)
 	double t0, dt;
 
 	REQUIRE(t);
-	g = group_new(tally_memcg_root(t), "g");
+	g = util_memcg_group(tally_memcg_root(t), "g");
 	REQUIRE(g);
 	REQUIRE(set_limit(g, TALLY_MEMCG_MAX, 64 * KB));
 	REQUIRE(tally_memcg_set_oom_policy(g, &pol) == 0);
@@ -1130,10 +1108,10 @@ TEST(oom_kill_reports_the_worst_task_of_the_subtree_and_counts_oom_kill)
 
 	REQUIRE(t);
 	root = tally_memcg_root(t);
-	p = group_new(root, "p");
-	a = group_new(p, "a");
-	b = group_new(p, "b");
-	q = group_new(root, "q");
+	p = util_memcg_group(root, "p");
+	a = util_memcg_group(p, "a");
+	b = util_memcg_group(p, "b");
+	q = util_memcg_group(root, "q");
 	REQUIRE(p && a && b && q);
 	REQUIRE(set_limit(p, TALLY_MEMCG_MAX, 256 * KB));
 	REQUIRE(tally_memcg_set_oom_policy(p, &pol) == 0);
@@ -1229,7 +1207,7 @@ TEST(events_fd_becomes_readable_after_an_event_and_reads_the_count)
 	int fd, fd_sib;
 
 	REQUIRE(chain_new(t, &p, &c));
-	sib = group_new(tally_memcg_root(t), "sib");
+	sib = util_memcg_group(tally_memcg_root(t), "sib");
 	REQUIRE(sib);
 	fd = tally_memcg_events_fd(p);
 	fd_sib = tally_memcg_events_fd(sib);
@@ -1413,8 +1391,8 @@ static bool render_fixture(struct render_fixture *f)
 	f->t = exact_tree();
 	if (!f->t)
 		return false;
-	f->g = group_new(tally_memcg_root(f->t), "g");
-	f->h = f->g ? group_new(f->g, "h") : NULL;
+	f->g = util_memcg_group(tally_memcg_root(f->t), "g");
+	f->h = f->g ? util_memcg_group(f->g, "h") : NULL;
 	return f->h && set_limit(f->g, TALLY_MEMCG_MAX, MB) &&
 	       set_limit(f->g, TALLY_MEMCG_LOW, 64 * KB) &&
 	       set_limit(f->h, TALLY_MEMCG_HIGH, 4 * KB) &&
@@ -1604,14 +1582,14 @@ static void *fork_charger_main(void *arg)
 TEST(fork_child_charges_drains_and_destroys_an_inherited_tree)
 {
 	enum { CHARGERS = 3 };
-	struct tally_memcg_tree *t = tree_new(NULL, 16 * KB);
+	struct tally_memcg_tree *t = util_memcg_tree(NULL, 16 * KB);
 	struct fork_charger fc[CHARGERS];
 	struct tally_memcg *busy;
 	pthread_t th[CHARGERS];
 	long forks = harness_scale(30);
 
 	REQUIRE(t);
-	busy = group_new(tally_memcg_root(t), "busy");
+	busy = util_memcg_group(tally_memcg_root(t), "busy");
 	REQUIRE(busy);
 	/* Near max: the threads take the drain lock on refusals. */
 	REQUIRE(set_limit(busy, TALLY_MEMCG_MAX, 64 * KB));
@@ -1630,7 +1608,7 @@ TEST(fork_child_charges_drains_and_destroys_an_inherited_tree)
 			struct tally_memcg *mine;
 
 			alarm(20);	/* a deadlock fails the test */
-			mine = group_new(tally_memcg_root(t), "child");
+			mine = util_memcg_group(tally_memcg_root(t), "child");
 			if (mine) {
 				CHECK(set_limit(mine, TALLY_MEMCG_MAX, 64 * KB));
 				for (int i = 0; i < 6; i++)
@@ -1674,7 +1652,7 @@ TEST(fork_child_charges_drains_and_destroys_an_inherited_tree)
 
 TEST(create_refuses_a_chain_deeper_than_max_depth)
 {
-	struct tally_memcg_tree *t = tree_new(NULL, 0);
+	struct tally_memcg_tree *t = util_memcg_tree(NULL, 0);
 	struct tally_memcg *g, *out = NULL;
 	char path[4 * (TALLY_MEMCG_MAX_DEPTH + 1)];
 
@@ -1703,7 +1681,7 @@ TEST(peak_holds_the_highest_page_counter_and_reset_lowers_it)
 	long peak;
 
 	REQUIRE(t);
-	g = group_new(tally_memcg_root(t), "g");
+	g = util_memcg_group(tally_memcg_root(t), "g");
 	REQUIRE(g);
 	CHECK_EQ_LONG(tally_memcg_peak(g, false), 0);
 	REQUIRE(tally_memcg_charge(g, 300 * KB, 0) == 0);
@@ -1752,7 +1730,7 @@ TEST(high_delay_names_the_level_furthest_above_high_relatively)
 
 TEST(stats_of_a_destroyed_group_stay_in_its_ancestors_and_later_go_to_them)
 {
-	struct tally_memcg_tree *t = tree_new(NULL, 0);
+	struct tally_memcg_tree *t = util_memcg_tree(NULL, 0);
 	struct tally_memcg *p, *c;
 	long hier, local;
 
@@ -1824,7 +1802,7 @@ TEST(oom_kill_chooses_a_prefer_flagged_task_first)
 	struct oom_task big, small;
 
 	REQUIRE(t);
-	p = group_new(tally_memcg_root(t), "p");
+	p = util_memcg_group(tally_memcg_root(t), "p");
 	REQUIRE(p);
 	REQUIRE(set_limit(p, TALLY_MEMCG_MAX, 128 * KB));
 	REQUIRE(tally_memcg_set_oom_policy(p, &pol) == 0);
@@ -1903,13 +1881,13 @@ TEST(oom_kill_waits_for_the_victims_memory_and_picks_among_many_tasks)
 	double t0, dt;
 
 	REQUIRE(t && ot);
-	p = group_new(tally_memcg_root(t), "p");
+	p = util_memcg_group(tally_memcg_root(t), "p");
 	REQUIRE(p);
 	for (int i = 0; i < 3; i++) {
 		char name[8] = "k0";
 
 		name[1] = (char)('0' + i);
-		kids[i] = group_new(p, name);
+		kids[i] = util_memcg_group(p, name);
 		REQUIRE(kids[i]);
 	}
 	REQUIRE(set_limit(p, TALLY_MEMCG_MAX, MB));
@@ -1972,8 +1950,8 @@ static void kill_callback_calls_tally(void)
 
 	alarm(10);	/* sooner than the 30 s of the child's runner */
 	REQUIRE(t);
-	p = group_new(tally_memcg_root(t), "p");
-	q = p ? group_new(p, "query") : NULL;
+	p = util_memcg_group(tally_memcg_root(t), "p");
+	q = p ? util_memcg_group(p, "query") : NULL;
 	REQUIRE(q);
 	REQUIRE(set_limit(p, TALLY_MEMCG_MAX, 64 * KB));
 	REQUIRE(tally_memcg_set_oom_policy(p, &pol) == 0);
@@ -2033,8 +2011,8 @@ static void reclaim_callback_calls_tally(void)
 
 	alarm(10);
 	REQUIRE(t);
-	g = group_new(tally_memcg_root(t), "g");
-	br.other = group_new(tally_memcg_root(t), "other");
+	g = util_memcg_group(tally_memcg_root(t), "g");
+	br.other = util_memcg_group(tally_memcg_root(t), "other");
 	REQUIRE(g && br.other);
 	REQUIRE(set_limit(g, TALLY_MEMCG_MAX, MB));
 	REQUIRE(tally_memcg_set_reclaim(g, busy_reclaim_fn, &br) == 0);
@@ -2081,9 +2059,9 @@ TEST(tree_create_without_system_cpus_fails_cleanly_or_works)
 	else
 		tally_memcg_tree_destroy(t);
 	d = util_domain(8);
-	t = tree_new(d, 0);
+	t = util_memcg_tree(d, 0);
 	if (t) {
-		struct tally_memcg *g = group_new(tally_memcg_root(t), "g");
+		struct tally_memcg *g = util_memcg_group(tally_memcg_root(t), "g");
 
 		CHECK(g && tally_memcg_charge_cpu(g, 7, 4096, 0) == 0);
 		CHECK_EQ_LONG(drained(tally_memcg_root(t)), 4096);
@@ -2095,13 +2073,13 @@ TEST(tree_create_without_system_cpus_fails_cleanly_or_works)
 /* Out of descriptors, the event descriptor is -EMFILE, then works. */
 static void events_fd_out_of_descriptors(void)
 {
-	struct tally_memcg_tree *t = tree_new(NULL, 0);
+	struct tally_memcg_tree *t = util_memcg_tree(NULL, 0);
 	struct tally_memcg *g;
 	struct rlimit old, none;
 	int fd;
 
 	REQUIRE(t);
-	g = group_new(tally_memcg_root(t), "g");
+	g = util_memcg_group(tally_memcg_root(t), "g");
 	REQUIRE(g);
 	REQUIRE(getrlimit(RLIMIT_NOFILE, &old) == 0);
 	none = old;

@@ -242,6 +242,28 @@ struct tally_stats_group *util_child(struct tally_stats_group *parent,
 	return g;
 }
 
+struct tally_memcg_tree *util_memcg_tree(struct tally_domain *d, long batch)
+{
+	struct tally_memcg_options o = { .domain = d, .batch = batch };
+	struct tally_memcg_tree *t = NULL;
+
+	if (!CHECK_EQ_LONG(tally_memcg_tree_create(&t, &o), 0))
+		return NULL;
+	return t;
+}
+
+struct tally_memcg *util_memcg_group(struct tally_memcg *parent,
+				     const char *name)
+{
+	struct tally_memcg *g = NULL;
+
+	if (!CHECK_EQ_LONG(tally_memcg_create(parent, name, &g), 0)) {
+		harness_log("create %s", name);
+		return NULL;
+	}
+	return g;
+}
+
 long util_memcg_usage(struct tally_memcg *g, enum tally_memcg_read_mode mode)
 {
 	struct tally_memcg_range r;

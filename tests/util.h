@@ -86,6 +86,13 @@ int util_count_child(struct tally_stats_group *child, const char *name,
 struct tally_stats_group *util_child(struct tally_stats_group *parent,
 				     const char *name);
 
+/* A memory tree on @d (NULL: the system's), checked to be created. */
+struct tally_memcg_tree *util_memcg_tree(struct tally_domain *d, long batch);
+
+/* A child group @name of @parent, checked to be created (NULL otherwise). */
+struct tally_memcg *util_memcg_group(struct tally_memcg *parent,
+				     const char *name);
+
 /*
  * The usage of @g read with @mode, checked to succeed and to lie in its
  * own interval (LONG_MIN when the read failed).

@@ -265,7 +265,8 @@ int tally_memcg_destroy(struct tally_memcg *g);
  *
  * Context: MT-safe; not async-signal-safe: takes the structure lock.
  *
- * Return: the path's length, -EINVAL (NULL), -ENOSPC (short buffer).
+ * Return: the path's length, -EINVAL (NULL, a destroyed group), -ENOSPC
+ * (short buffer).
  */
 int tally_memcg_path(const struct tally_memcg *g, char *buf, size_t len);
 

@@ -346,6 +346,15 @@ struct stats_walk_entry {
  * tally_stats_group_create() for a memory group: @owner is set before
  * the group can be found or walked.
  */
+/*
+ * tally_stats_group_destroy() in two steps, for memory groups, whose
+ * destroyed groups may still be updated until a grace period ends: detach
+ * unlinks and unhashes the group (its name is free again, walks no longer
+ * see it) and it still takes updates; finish flushes and frees it.
+ */
+int stats_group_detach(struct tally_stats_group *g);
+void stats_group_finish(struct tally_stats_group *g);
+
 int stats_group_create_owned(struct tally_stats_group *parent,
 			     const char *name, void *owner,
 			     struct tally_stats_group **out);

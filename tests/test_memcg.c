@@ -259,8 +259,6 @@ TEST(set_limit_refuses_bad_input_and_a_max_below_the_drained_usage)
 	CHECK_EQ_LONG(tally_memcg_get_limits(a, NULL), -EINVAL);
 
 	CHECK_EQ_LONG(tally_memcg_set_limit(NULL, TALLY_MEMCG_MAX, MB), -EINVAL);
-	CHECK_EQ_LONG(tally_memcg_set_limit(root, TALLY_MEMCG_MAX, MB), -EINVAL);
-	CHECK_EQ_LONG(tally_memcg_set_limit(root, TALLY_MEMCG_MIN, 0), -EINVAL);
 	CHECK_EQ_LONG(tally_memcg_set_limit(a, (enum tally_memcg_limit)4, MB),
 		      -EINVAL);
 	CHECK_EQ_LONG(tally_memcg_set_limit(a, (enum tally_memcg_limit)-1, MB),
@@ -281,6 +279,11 @@ TEST(set_limit_refuses_bad_input_and_a_max_below_the_drained_usage)
 	CHECK_EQ_LONG(l.max, MB);
 	REQUIRE(tally_memcg_get_limits(root, &l) == 0);
 	CHECK_EQ_LONG(l.max, TALLY_MEMCG_UNLIMITED);
+	/* The root takes a limit too: a process-wide max. */
+	CHECK(set_limit(root, TALLY_MEMCG_MAX, 2 * MB));
+	REQUIRE(tally_memcg_get_limits(root, &l) == 0);
+	CHECK_EQ_LONG(l.max, 2 * MB);
+	CHECK(set_limit(root, TALLY_MEMCG_MAX, TALLY_MEMCG_UNLIMITED));
 
 	/*
 	 * 10000 bytes charged: the page counter holds a stock refill more,
@@ -326,7 +329,7 @@ TEST(charge_refuses_bad_sizes_flags_and_the_wrong_domain_kind)
 	CHECK_EQ_LONG(tally_memcg_uncharge(NULL, 1), -EINVAL);
 	CHECK_EQ_LONG(tally_memcg_charge_cpu(NULL, 0, 1, 0), -EINVAL);
 	CHECK_EQ_LONG(tally_memcg_uncharge_cpu(NULL, 0, 1), -EINVAL);
-	CHECK_EQ_LONG(tally_memcg_charge(a, 1, 0x4), -EINVAL);
+	CHECK_EQ_LONG(tally_memcg_charge(a, 1, 0x8), -EINVAL);
 	CHECK_EQ_LONG(tally_memcg_charge(a, 1, ~0u), -EINVAL);
 	CHECK_EQ_LONG(tally_memcg_charge_cpu(sa, 0, 1, 0x80000000u), -EINVAL);
 	/* Each kind of tree has its own calls. */
@@ -920,7 +923,7 @@ TEST(reclaim_takes_from_low_protected_groups_last_never_below_min)
 	tally_memcg_tree_destroy(s.t);
 }
 
-TEST(high_charges_ask_the_reclaim_callback_unless_noreclaim)
+TEST(high_charges_only_count_events_and_reclaim_high_asks_the_callback)
 {
 	struct tally_memcg_tree *t = exact_tree();
 	struct reclaim_log log = { .nr = 0 };
@@ -934,7 +937,11 @@ TEST(high_charges_ask_the_reclaim_callback_unless_noreclaim)
 	CHECK_EQ_LONG(tally_memcg_charge(g, 32 * KB, 0), 0);
 	CHECK_EQ_LONG(log.nr, 0);
 	CHECK_EQ_LONG(tally_memcg_charge(g, 64 * KB, 0), TALLY_MEMCG_OVER_HIGH);
+	/* The charge itself reclaims nothing: the caller chooses when. */
+	CHECK_EQ_LONG(log.nr, 0);
+	CHECK_EQ_LONG(tally_memcg_reclaim_high(g), 0);	/* frees nothing */
 	CHECK(log.nr >= 1 && log.who[0] == g && log.asked[0] > 0);
+	CHECK_EQ_LONG(tally_memcg_reclaim_high(NULL), -EINVAL);
 	CHECK_EQ_LONG(drained(g), 96 * KB);
 	/* NORECLAIM: the high event, no reclaim; NOFAIL too. */
 	log.nr = 0;

@@ -54,29 +54,43 @@
  *   usage(G) = sum of charges to G's subtree - uncharges + stocks of the
  *              subtree; exact usage = usage(G) - stocks of the subtree
  *
- * Destroyed groups: tally_memcg_destroy() moves a group's remaining charge
- * and local events to its parent; its stats stay in its ancestors'
- * hierarchical values.  Its handle stays valid until the tree is destroyed
- * (a few hundred bytes; its per-CPU stock is freed, or kept closed when
- * stocks are atomic: tally_memcg_tree_info()'s rseq is 0), so that
- * objects still charged to it can be uncharged: uncharges, charges and
- * stat updates of a destroyed group go to its nearest live ancestor.
+ * Handles and lifetime: a handle is a reference.  tally_memcg_create()
+ * (with @out) and tally_memcg_find() give one, tally_memcg_get() adds one,
+ * tally_memcg_put() drops one; keep one for as long as objects charged to
+ * the group may be uncharged through it.  tally_memcg_destroy() takes a
+ * group offline: its remaining charge and local events move to its
+ * parent, its stats stay in its ancestors' hierarchical values, its name
+ * is free for a new group.  A destroyed group's handle still works:
+ * uncharges, charges and stat updates go to its nearest live ancestor,
+ * so nothing charged is lost.  Once destroyed and its last reference put,
+ * its memory and event file descriptor are freed, after every lock-free
+ * walk of the tree that could stand on it has ended.  Using a handle after
+ * its last put is undefined (debug builds abort with a message); the root
+ * lives until the tree is destroyed, and putting it does nothing.
+ *
+ * Callbacks: setting or removing a reclaim callback or an OOM policy
+ * returns only when no call of the old callback is running or can start,
+ * so its argument may be freed then.  No tally lock is held while a
+ * callback runs.
  *
  * Locks: the drain lock (a mutex) serialises drains; a thread stopped or
  * preempted while it drains delays other drains (and so refusals,
  * %TALLY_MEMCG_READ_DRAIN and setting max) until it runs again.  Charges
- * and uncharges served by the stocks never wait for anything.
+ * and uncharges served by the stocks never wait for anything, nor do
+ * %TALLY_MEMCG_NOBLOCK charges.
  *
  * fork(): the tree's locks are taken around fork() and re-initialised in
- * the child, which may use the inherited tree.  Event file descriptors are
- * inherited like any descriptor.
+ * the child, which may use the inherited tree; fork() never waits for a
+ * callback.  Event file descriptors are inherited like any descriptor.
  *
  * Error codes: functions that can fail return 0 or a negative errno value:
  * -EINVAL for NULL pointers, bad names, sizes or flags; -ENOENT for a path
  * that names no group; -EEXIST for a duplicate name; -EBUSY to destroy a
  * group with children or set max below usage; -ENOMEM for a refused charge
- * or a failed allocation; -E2BIG for a %TALLY_MEMCG_NOFAIL charge larger
- * than some max of the chain; -ENOSPC for a short buffer.
+ * or a failed allocation; -EAGAIN for a %TALLY_MEMCG_NOBLOCK charge that
+ * would have to wait; -E2BIG for a %TALLY_MEMCG_NOFAIL charge larger
+ * than some max of the chain; -EDEADLK for a callback that would wait for
+ * itself; -ENOSPC for a short buffer.
  */
 
 #include <limits.h>
@@ -208,7 +222,8 @@ struct tally_memcg *tally_memcg_root(struct tally_memcg_tree *t);
  * tally_memcg_create() - create a child group, without limits.
  * @parent: the parent group (live, not destroyed).
  * @name: 1 to %TALLY_MEMCG_NAME_MAX bytes, without '/'.
- * @out: where the group is stored (may be NULL).
+ * @out: where the group is stored, as a reference the caller puts with
+ *	tally_memcg_put() (NULL: no handle; tally_memcg_find() gives one).
  *
  * Context: MT-safe; not async-signal-safe: takes the tree's locks,
  * allocates.
@@ -223,7 +238,8 @@ int tally_memcg_create(struct tally_memcg *parent, const char *name,
  * tally_memcg_find() - look a live group up by path.
  * @t: the tree.
  * @path: names separated by '/', from the root ("a/b"); "" is the root.
- * @out: where the group is stored.
+ * @out: where the group is stored, as a reference the caller puts with
+ *	tally_memcg_put().
  *
  * Context: MT-safe; not async-signal-safe: takes the tree's structure lock.
  *
@@ -243,11 +259,13 @@ int tally_memcg_find(struct tally_memcg_tree *t, const char *path,
  * ancestors' hierarchical memory.stat (the statistics tree's destroy);
  * stop updating its stats before destroying it, as tally_stats_group_destroy()
  * requires.  Charges and uncharges in flight on @g from other threads are
- * not lost: they land in @g before or in the parent after.  The handle
- * stays valid (see the file comment): later charges, uncharges and stat
- * updates go to the nearest live ancestor; its tasks are detached, its
- * reclaim callback is no longer called, its event file descriptor stays
- * open (without events) until the tree is destroyed.
+ * not lost: they land in @g before or in the parent after.  Handles stay
+ * valid until their last put (see the file comment): later charges,
+ * uncharges and stat updates go to the nearest live ancestor; its tasks
+ * are detached, its reclaim callback is no longer called, its event file
+ * descriptor stays open (without events) until the group is freed.  The
+ * tree's own reference is dropped: with no handle left, the group is
+ * freed.
  *
  * Context: MT-safe; not async-signal-safe: takes the tree's locks, drains
  * (membarrier()), frees memory.
@@ -256,6 +274,30 @@ int tally_memcg_find(struct tally_memcg_tree *t, const char *path,
  * live children).
  */
 int tally_memcg_destroy(struct tally_memcg *g);
+
+/**
+ * tally_memcg_get() - take one more reference on a group's handle.
+ * @g: a group the caller holds a reference on (live or destroyed), or
+ *	NULL (nothing happens).
+ *
+ * Context: MT-safe, async-signal-safe: one atomic add.
+ */
+void tally_memcg_get(struct tally_memcg *g);
+
+/**
+ * tally_memcg_put() - drop a reference on a group.
+ * @g: the group, or NULL (nothing happens).  Putting the root does
+ *	nothing.
+ *
+ * The last reference of a destroyed group frees it (its memory and event
+ * file descriptor) once no lock-free walk of the tree can stand on it;
+ * the handle must not be used after.  A live group keeps the tree's own
+ * reference until it is destroyed.
+ *
+ * Context: MT-safe; not async-signal-safe: may take the tree's structure
+ * lock and free memory.
+ */
+void tally_memcg_put(struct tally_memcg *g);
 
 /**
  * tally_memcg_path() - the path of a group from the root ("" for the root).
@@ -272,23 +314,28 @@ int tally_memcg_path(const struct tally_memcg *g, char *buf, size_t len);
 
 /**
  * tally_memcg_set_limit() - set min, low, high or max.
- * @g: a live group other than the root.
+ * @g: a live group; the root too (a process-wide max; min and low have
+ *	no effect on the root, which nothing reclaims from above).
  * @which: the limit.
  * @bytes: 0 to %TALLY_MEMCG_UNLIMITED.
  *
  * As in cgroup v2 the four limits are independent: no order between them
  * is refused (a max below high makes high moot, a min above low makes the
- * effective low at least the effective min).  Setting max drains the
- * subtree's stocks, then refuses a max below the exact usage, as the
- * kernel's page counter does; charges racing with it either fit under the
- * new max or fail (one that had read the old max may hold the usage above
- * the new one for a few instructions before it backs out).
+ * effective low at least the effective min).  Setting max behaves as the
+ * kernel's memory.max write: the new max is published, then the subtree's
+ * stocks are drained and, while the usage is above it, its reclaim
+ * callbacks are asked for the excess and the drain retried; only when the
+ * exact usage stays above the new max is the old one restored (-EBUSY).
+ * Charges racing with it either fit under the new max or fail (one that
+ * had read the old max may hold the usage above the new one for a few
+ * instructions before it backs out).
  *
- * Context: MT-safe; not async-signal-safe: setting max takes the tree's drain
- * lock and drains (membarrier()).
+ * Context: MT-safe; not async-signal-safe: setting max takes the tree's
+ * drain lock, drains (membarrier()), may call reclaim callbacks and sleep
+ * (10 ms at most for transfers in flight).
  *
- * Return: 0, -EINVAL (NULL, the root, a destroyed group, unknown @which,
- * negative @bytes), -EBUSY (max below usage).
+ * Return: 0, -EINVAL (NULL, a destroyed group, unknown @which, negative
+ * @bytes), -EBUSY (the usage stays above the new max after reclaim).
  */
 int tally_memcg_set_limit(struct tally_memcg *g, enum tally_memcg_limit which,
 			  long bytes);
@@ -299,7 +346,8 @@ int tally_memcg_set_limit(struct tally_memcg *g, enum tally_memcg_limit which,
  * @low: best-effort protection: reclaim takes it below only when nothing
  *	unprotected is left (a low event).
  * @high: throttling: charges above it succeed, record a high event and
- *	ask the reclaim callbacks for the excess.
+ *	return %TALLY_MEMCG_OVER_HIGH; tally_memcg_reclaim_high() asks the
+ *	reclaim callbacks for the excess.
  * @max: hard limit.
  */
 struct tally_memcg_limits {
@@ -326,10 +374,21 @@ int tally_memcg_get_limits(const struct tally_memcg *g,
 /**
  * Charge flag: on a refusal, do not call reclaim callbacks nor run the
  * OOM policy: drain, retry, then fail (the kernel's GFP_NOWAIT).  The max
- * event is counted, the oom event is not.  An over-high charge with it
- * records the high event without reclaim.
+ * event is counted, the oom event is not.
  */
 #define TALLY_MEMCG_NORECLAIM 0x2u
+/**
+ * Charge flag: never take a lock, sleep or call a callback (signal
+ * handlers, allocators' inner paths).  Served by the stock or one
+ * compare-and-swap per level; when that does not fit, fail with -EAGAIN
+ * and count no event: without a drain, bytes reserved in other CPUs'
+ * stocks may be what stands in the way.  Retry without the flag where
+ * blocking is allowed.
+ */
+#define TALLY_MEMCG_NOBLOCK 0x4u
+/* Every charge flag. */
+#define TALLY_MEMCG_FLAGS_ (TALLY_MEMCG_NOFAIL | TALLY_MEMCG_NORECLAIM | \
+			    TALLY_MEMCG_NOBLOCK)
 
 /** tally_memcg_charge() succeeded, and left some level above its high. */
 #define TALLY_MEMCG_OVER_HIGH 1
@@ -338,7 +397,8 @@ int tally_memcg_get_limits(const struct tally_memcg *g,
  * tally_memcg_charge() - charge bytes to a group and its ancestors.
  * @g: the group (a destroyed group charges its nearest live ancestor).
  * @bytes: 1 to %TALLY_MEMCG_BYTES_MAX.
- * @flags: 0, %TALLY_MEMCG_NOFAIL, %TALLY_MEMCG_NORECLAIM.
+ * @flags: 0 or an OR of %TALLY_MEMCG_NOFAIL, %TALLY_MEMCG_NORECLAIM,
+ *	%TALLY_MEMCG_NOBLOCK.
  *
  * Served by the current CPU's stock when it can (one restartable sequence,
  * no atomic); else charges the page counters with a refill for the stock;
@@ -347,15 +407,18 @@ int tally_memcg_get_limits(const struct tally_memcg *g,
  * what a refusal guarantees).  Uncharge with tally_memcg_uncharge() on the
  * same group.  The high limits are checked when a charge reaches the page
  * counters, so a group can be above high by up to two batches per CPU
- * before it is noticed, as in the kernel.
+ * before it is noticed, as in the kernel; a charge above high reclaims
+ * nothing itself (call tally_memcg_reclaim_high() where it suits).
  *
- * Context: MT-safe.  Async-signal-safe and lock-free when served by the
- * stock; otherwise not async-signal-safe: the slow path takes the tree's
- * drain lock, calls membarrier() and the callbacks, may sleep (OOM wait).
+ * Context: MT-safe.  With %TALLY_MEMCG_NOBLOCK: async-signal-safe and
+ * lock-free, never sleeps.  Without it: the slow path takes the tree's
+ * drain lock, calls membarrier() and the callbacks, may sleep (OOM wait):
+ * not async-signal-safe.
  *
  * Return: 0; %TALLY_MEMCG_OVER_HIGH (charged, and some level is now above
  * its high: tally_memcg_high_delay() gives the kernel's throttling delay);
- * -ENOMEM (refused, nothing charged); -E2BIG (a %TALLY_MEMCG_NOFAIL charge
+ * -ENOMEM (refused, nothing charged); -EAGAIN (%TALLY_MEMCG_NOBLOCK and
+ * not served without waiting: nothing charged); -E2BIG (a %TALLY_MEMCG_NOFAIL charge
  * larger than some level's max, or that would take some level's usage
  * past LONG_MAX: nothing charged); -EINVAL (NULL, bytes out of range,
  * unknown flags, a tree on a simulated domain).
@@ -645,8 +708,9 @@ int tally_memcg_high_delay(struct tally_memcg *g, long bytes,
  * @bytes: how much is wanted from it.
  * @arg: the registered argument.
  *
- * Called by a charge that went above high or hit max, in the charging
- * thread, with no tally lock held: it may uncharge (that is how it frees)
+ * Called by a charge that hit max, by tally_memcg_set_limit() lowering a
+ * max, or by tally_memcg_reclaim_high(), in that thread, with no tally
+ * lock held: it may uncharge (that is how it frees)
  * and charge other groups, but must not charge @g's subtree.  Groups are
  * asked in order: first those above their effective low protection (for
  * the part above it), then those above their effective min (a low event
@@ -666,12 +730,36 @@ typedef long (*tally_memcg_reclaim_fn)(struct tally_memcg *g, long bytes,
  * @fn: the callback, or NULL to remove it.
  * @arg: passed to @fn.
  *
- * Context: MT-safe; not async-signal-safe: takes the structure lock.
+ * Every call sees a registered (@fn, @arg) pair, never one half of each.
+ * Returns once no call of the previous callback is running or can start:
+ * its argument may be freed then.
  *
- * Return: 0, -EINVAL (NULL @g, destroyed group).
+ * Context: MT-safe; not async-signal-safe: sleeps while calls of the old
+ * callback run.  Not from @g's own reclaim callback (-EDEADLK).
+ *
+ * Return: 0, -EINVAL (NULL @g, destroyed group), -EDEADLK.
  */
 int tally_memcg_set_reclaim(struct tally_memcg *g, tally_memcg_reclaim_fn fn,
 			    void *arg);
+
+/**
+ * tally_memcg_reclaim_high() - reclaim what a group and its ancestors hold
+ *	above their high.
+ * @g: the group (a destroyed group: its nearest live ancestor).
+ *
+ * The work the kernel does on the way back to user space after a charge
+ * above high: for every level of the chain above its high, the reclaim
+ * callbacks of its subtree are asked for the excess, in protection order
+ * (see tally_memcg_reclaim_fn).  Call it where the caller may block, after
+ * a charge returned %TALLY_MEMCG_OVER_HIGH; tally_memcg_high_delay() then
+ * says how long to throttle if that was not enough.
+ *
+ * Context: MT-safe; not async-signal-safe: calls the callbacks.
+ *
+ * Return: the bytes the callbacks reported freed (0 or more), -EINVAL
+ * (NULL).
+ */
+long tally_memcg_reclaim_high(struct tally_memcg *g);
 
 /**
  * tally_memcg_protection() - the effective min and low of a group.
@@ -686,7 +774,7 @@ int tally_memcg_set_reclaim(struct tally_memcg *g, tally_memcg_reclaim_fn fn,
  * protection; the root and its children keep their settings.  Usages are
  * the page counters (approximate reads).
  *
- * Context: MT-safe; not async-signal-safe: takes the structure lock.
+ * Context: MT-safe, lock-free; not async-signal-safe.
  *
  * Return: 0, -EINVAL (NULL @g).
  */
@@ -719,12 +807,12 @@ enum tally_memcg_oom_mode {
  * victim stays attached until the caller detaches it, which the callback
  * may do itself; another thread's tally_memcg_task_detach() of the victim
  * (or tally_memcg_destroy() of its group) waits until the callback
- * returns, so the victim cannot be freed under it.  One kill runs at a
- * time per tree (the tree's kill lock is held across the callback, no
- * other tally lock): a charge that hits max meanwhile waits for room
- * instead of choosing a second victim.  The callback may charge,
- * uncharge, attach and detach tasks, create and destroy groups; it must
- * not fork() (fork takes the kill lock).
+ * returns, so the victim cannot be freed under it; once detached, tally
+ * never reads the victim again, so the callback may free it.  One kill
+ * runs at a time per tree (no tally lock is held across the callback): a
+ * charge that hits max meanwhile waits for room instead of choosing a
+ * second victim.  The callback may charge, uncharge, attach and detach
+ * tasks, create and destroy groups, and fork().
  */
 typedef void (*tally_memcg_kill_fn)(struct tally_memcg *oom_group,
 				    struct tally_memcg_task *victim,
@@ -750,10 +838,15 @@ struct tally_memcg_oom_policy {
  * @g: a live group (the root too).
  * @policy: the policy (copied), or NULL for %TALLY_MEMCG_OOM_FAIL.
  *
- * Context: MT-safe; not async-signal-safe: takes the structure lock.
+ * Returns once no call of the previous kill callback for @g is running:
+ * its argument may be freed then.
+ *
+ * Context: MT-safe; not async-signal-safe: takes the tree's OOM lock,
+ * sleeps while the old kill callback runs.  Not from the kill callback
+ * running for @g (-EDEADLK).
  *
  * Return: 0, -EINVAL (NULL @g, destroyed group, unknown mode, timeout out
- * of range, %TALLY_MEMCG_OOM_KILL without a callback).
+ * of range, %TALLY_MEMCG_OOM_KILL without a callback), -EDEADLK.
  */
 int tally_memcg_set_oom_policy(struct tally_memcg *g,
 			       const struct tally_memcg_oom_policy *policy);
@@ -777,6 +870,7 @@ struct tally_memcg_task {
 	unsigned int flags;
 	void *owner;
 	/* private: */
+	struct tally_memcg_tree *tree_;
 	struct tally_memcg *group_;
 	struct tally_memcg_task *next_;
 	struct tally_memcg_task *prev_;
@@ -801,9 +895,12 @@ int tally_memcg_task_attach(struct tally_memcg *g,
  * tally_memcg_task_detach() - detach a task from its group.
  * @task: an attached task.
  *
- * Context: MT-safe; not async-signal-safe: takes the structure lock.
+ * Context: MT-safe; not async-signal-safe: takes the tree's OOM and
+ * structure locks; waits while another thread's kill callback has @task
+ * as its victim.
  *
- * Return: 0, -EINVAL (NULL, not attached).
+ * Return: 0, -EINVAL (NULL, not attached, or detached by another thread
+ * meanwhile).
  */
 int tally_memcg_task_detach(struct tally_memcg_task *task);
 
@@ -936,8 +1033,7 @@ static inline int tally_memcg_charge(struct tally_memcg *g, long bytes,
 	const struct tally_memcg_fast_ *f = (const struct tally_memcg_fast_ *)g;
 
 	if (__builtin_expect(g && f->rseq && bytes > 0 &&
-			     !(flags & ~(TALLY_MEMCG_NOFAIL |
-					 TALLY_MEMCG_NORECLAIM)) &&
+			     !(flags & ~TALLY_MEMCG_FLAGS_) &&
 			     bytes <= TALLY_MEMCG_BYTES_MAX, 1) &&
 	    __builtin_expect(tally_percpu_take_(__atomic_load_n(&f->stock,
 							    __ATOMIC_RELAXED),

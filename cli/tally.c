@@ -69,6 +69,8 @@ static const struct command bench_commands[] = {
 	  "Prometheus/OpenMetrics export of a 1,000 x 10 tree" },
 	{ "charge", tally_bench_charge,
 	  "memory charging: tally vs kernel, ClickHouse, page counter" },
+	{ "churn", tally_bench_churn,
+	  "a memory group per query: rate, memory and descriptors flat" },
 	{ NULL, NULL, NULL },
 };
 

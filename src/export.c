@@ -884,7 +884,8 @@ static int snapshot_memcg_group(struct tally_stats_group *g,
 
 	if (!v)
 		return -ENOMEM;
-	tally_memcg_usage(m, TALLY_MEMCG_READ_PRECISE, &usage);
+	/* The page counter, as the peak: stock reservations count. */
+	tally_memcg_usage(m, TALLY_MEMCG_READ_APPROX, &usage);
 	tally_memcg_get_limits(m, &lim);
 	v[MEMCG_COL_CURRENT] = usage.value;
 	v[MEMCG_COL_PEAK] = tally_memcg_peak(m, false);

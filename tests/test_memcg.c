@@ -2109,3 +2109,35 @@ TEST(events_fd_reports_emfile_and_works_once_descriptors_are_back)
 				   sizeof(text)), 0))
 		harness_log("child:\n%s", text);
 }
+
+/* "name value" of @name in rendered limits, or -1. */
+static long rendered(const char *text, const char *name)
+{
+	const char *p = strstr(text, name);
+
+	return p ? strtol(p + strlen(name), NULL, 10) : -1;
+}
+
+TEST(current_and_peak_agree_that_stock_reservations_count)
+{
+	struct tally_memcg_tree *t = util_memcg_tree(NULL, 0);
+	struct tally_memcg *g;
+	char text[512];
+	long approx;
+
+	REQUIRE(t);
+	g = util_memcg_group(tally_memcg_root(t), "g");
+	REQUIRE(g);
+	REQUIRE(tally_memcg_charge(g, 100, 0) == 0);
+	approx = util_memcg_usage(g, TALLY_MEMCG_READ_APPROX);
+	/* The refill reserved a batch more than the 100 bytes. */
+	CHECK(approx >= 100);
+	CHECK_EQ_LONG(util_memcg_usage(g, TALLY_MEMCG_READ_PRECISE), 100);
+	REQUIRE(tally_memcg_render(g, TALLY_MEMCG_FILE_LIMITS, false, text,
+				   sizeof(text)) > 0);
+	CHECK_EQ_LONG(rendered(text, "memory.current "), approx);
+	CHECK_EQ_LONG(rendered(text, "memory.peak "), approx);
+	CHECK_EQ_LONG(tally_memcg_peak(g, false), approx);
+	CHECK_EQ_LONG(tally_memcg_uncharge(g, 100), 0);
+	tally_memcg_tree_destroy(t);
+}

@@ -931,8 +931,12 @@ enum tally_memcg_file {
  * @buf: output buffer, NUL-terminated on success.
  * @len: its size.
  *
- * The stats are read with a forced flush, memory.current with
- * %TALLY_MEMCG_READ_PRECISE.
+ * The stats are read with a forced flush.  memory.current is the page
+ * counter (%TALLY_MEMCG_READ_APPROX's value) and memory.peak its highest
+ * value: both count the bytes reserved in per-CPU stocks, as the kernel's
+ * memory.current and memory.peak do, so that the two always agree
+ * (current <= peak); %TALLY_MEMCG_READ_PRECISE gives the usage without
+ * the stocks.
  *
  * Context: MT-safe, also against tally_memcg_destroy() of @g; not
  * async-signal-safe: takes the tree's structure lock for reading, flushes

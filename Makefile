@@ -28,7 +28,7 @@ WARN += -Werror
 endif
 OPT ?= -O2 -g
 SAN ?=
-CFLAGS_ALL := -std=gnu11 -fPIC -pthread $(OPT) $(SAN) $(WARN) -Iinclude -Isrc \
+CFLAGS_ALL := -std=gnu11 -fPIC -pthread -mcx16 $(OPT) $(SAN) $(WARN) -Iinclude -Isrc \
 	$(CFLAGS)
 LDFLAGS_ALL := -pthread $(SAN) $(LDFLAGS)
 LIBS := -lm

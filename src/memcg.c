@@ -248,27 +248,21 @@ void memcg_check_handle(const struct tally_memcg *g)
 
 /* ---- reads ------------------------------------------------------------ */
 
-static long stock_sum(struct tally_memcg *g, void *arg)
+/*
+ * The most the slots of @g's subtree can hold: on each CPU, one slot per
+ * group (rseq stocks; atomic ones may briefly hold a group twice) of at
+ * most two of the largest batches.
+ */
+static long stock_slack(const struct tally_memcg *g)
 {
-	long *stock = LOAD(&g->fast.stock);
-	long sum = 0;
+	const struct tally_memcg_tree *t = g->tree;
+	unsigned long slots = LOAD(&g->nr_descendants) + 1;
+	__int128 slack;
 
-	(void)arg;
-	if (!stock)
-		return 0;
-	for (unsigned int cpu = 0; cpu < g->tree->nr_cpus; cpu++) {
-		long v = tally_percpu_read_cpu(stock, cpu);
-
-		if (v != STOCK_CLOSED)
-			sum += v;
-	}
-	return sum;
-}
-
-static long count_stocked(struct tally_memcg *g, void *arg)
-{
-	(void)arg;
-	return LOAD(&g->fast.stock) != NULL;
+	if (!t->rseq || slots > MEMCG_SLOTS)
+		slots = MEMCG_SLOTS;
+	slack = (__int128)t->nr_cpus * slots * 2 * t->max_batch;
+	return slack > LONG_MAX ? LONG_MAX : (long)slack;
 }
 
 int tally_memcg_usage(struct tally_memcg *g, enum tally_memcg_read_mode mode,
@@ -284,19 +278,17 @@ int tally_memcg_usage(struct tally_memcg *g, enum tally_memcg_read_mode mode,
 	}
 	switch (mode) {
 	case TALLY_MEMCG_READ_APPROX: {
-		long groups = memcg_walk(g, count_stocked, NULL);
-		__int128 slack = (__int128)groups * g->tree->nr_cpus *
-				 2 * g->tree->batch;
+		long slack = stock_slack(g);
 
 		usage = LOAD(&g->usage);
 		out->value = usage;
 		out->max = usage;
-		out->min = slack >= usage ? 0 : usage - (long)slack;
+		out->min = slack >= usage ? 0 : usage - slack;
 		return 0;
 	}
 	case TALLY_MEMCG_READ_PRECISE:
 		usage = LOAD(&g->usage);
-		v = usage - memcg_walk(g, stock_sum, NULL);
+		v = usage - memcg_stock_sum(g);
 		break;
 	default:
 		pthread_mutex_lock(&g->tree->drain_lock);

@@ -86,13 +86,39 @@ static bool larger_than_a_max(const struct tally_memcg *g, long n)
 	return false;
 }
 
+/*
+ * The batch of a refill: large while every level of the chain is far from
+ * its limits (fewer trips to the shared counters), small near one (less
+ * reserved in stocks where a refusal would have to drain it).  All CPUs'
+ * slots full of this group's batches, two per CPU, stay within half the
+ * room left under the nearest high or max.
+ */
+static long refill_batch(struct tally_memcg *g)
+{
+	struct tally_memcg_tree *t = g->tree;
+	long room = LONG_MAX, batch;
+
+	if (t->max_batch == t->batch)
+		return t->batch;
+	for (struct tally_memcg *l = g; l; l = l->parent) {
+		long max = LOAD(&l->max), high = LOAD(&l->high);
+		long limit = high < max ? high : max;
+
+		if (limit != TALLY_MEMCG_UNLIMITED &&
+		    limit - LOAD(&l->usage) < room)
+			room = limit - LOAD(&l->usage);
+	}
+	batch = room / (4l * t->nr_cpus);
+	return batch < t->batch ? t->batch :
+	       batch > t->max_batch ? t->max_batch : batch;
+}
+
 /* The stock could not serve @n: go to the counters, refilling the stock. */
 static int charge_slow(struct tally_memcg *g, unsigned int cpu, long n,
 		       unsigned int flags)
 {
-	struct tally_memcg_tree *t = g->tree;
 	struct tally_memcg *refuser;
-	long batch = t->batch;
+	long batch;
 
 	g = memcg_resolve(g);
 	/* On the counter's line, which the refill writes anyway. */
@@ -105,10 +131,21 @@ static int charge_slow(struct tally_memcg *g, unsigned int cpu, long n,
 			return -E2BIG;
 		return memcg_note_high(g);
 	}
+	/*
+	 * Counted before the dead flag is read: a destroy that marked the
+	 * group dead sees this refill, or this refill sees the flag.
+	 */
 	__atomic_add_fetch(&g->refilling, 1, __ATOMIC_SEQ_CST);
-	if (LOAD(&g->fast.stock) && !memcg_chain_under_pressure(g) &&
+	while (__atomic_load_n(&g->dead, __ATOMIC_SEQ_CST)) {
+		__atomic_sub_fetch(&g->refilling, 1, __ATOMIC_RELEASE);
+		g = memcg_resolve(g);
+		__atomic_add_fetch(&g->refilling, 1, __ATOMIC_SEQ_CST);
+	}
+	batch = refill_batch(g);
+	if (!memcg_chain_under_pressure(g) &&
 	    !memcg_counters_try_add(g, n + batch)) {
-		if (!memcg_stock_give(g, cpu, batch, g->fast.stock_cap))
+		STORE(&g->fast.stock_cap, 2 * batch);
+		if (!memcg_stock_deposit(g, cpu, batch, 2 * batch))
 			memcg_counters_sub(g, NULL, batch);
 		__atomic_sub_fetch(&g->refilling, 1, __ATOMIC_RELEASE);
 		return memcg_note_high(g);
@@ -161,12 +198,12 @@ int tally_memcg_charge_cpu(struct tally_memcg *g, unsigned int cpu,
  */
 static int uncharge(struct tally_memcg *g, unsigned int cpu, long bytes)
 {
-	long batch = g->tree->batch;
+	long batch = LOAD(&g->fast.stock_cap) / 2;
 	int err;
 
 	if (bytes < 1 || bytes > TALLY_MEMCG_BYTES_MAX)
 		return -EINVAL;
-	if (memcg_stock_give(g, cpu, bytes, g->fast.stock_cap))
+	if (memcg_stock_give(g, cpu, bytes, LOAD(&g->fast.stock_cap)))
 		return 0;
 	/*
 	 * The batch is in transit from the stock to the counters: counted
@@ -179,7 +216,7 @@ static int uncharge(struct tally_memcg *g, unsigned int cpu, long bytes)
 		return memcg_counters_uncharge(memcg_resolve(g), bytes);
 	}
 	err = memcg_counters_uncharge(memcg_resolve(g), bytes + batch);
-	if (err && !memcg_stock_give(g, cpu, batch, g->fast.stock_cap))
+	if (err && !memcg_stock_give(g, cpu, batch, LOAD(&g->fast.stock_cap)))
 		memcg_counters_give_back(memcg_resolve(g), batch);
 	__atomic_sub_fetch(&g->refilling, 1, __ATOMIC_RELEASE);
 	return err;
@@ -205,9 +242,10 @@ int tally_memcg_uncharge_cpu(struct tally_memcg *g, unsigned int cpu,
 /* ---- limits ----------------------------------------------------------- */
 
 /*
- * Drain @g's subtree and read its usage with the stocks still closed:
- * every byte then is charged, or in a transit (refilling) that is waited
- * for, 10 ms at most.  Caller holds nothing.
+ * Drain @g's subtree and read its usage: every byte then is charged, in a
+ * transit (refilling) that is waited for (10 ms at most), or reserved by
+ * a refill checked against the new max, which it cannot exceed.  Caller
+ * holds nothing.
  */
 static long settled_usage(struct tally_memcg *g)
 {
@@ -217,9 +255,8 @@ static long settled_usage(struct tally_memcg *g)
 		long refilling;
 
 		pthread_mutex_lock(&g->tree->drain_lock);
-		refilling = memcg_drain_closed(g);
+		refilling = memcg_drain_locked(g);
 		usage = __atomic_load_n(&g->usage, __ATOMIC_SEQ_CST);
-		memcg_reopen_stocks(g);
 		pthread_mutex_unlock(&g->tree->drain_lock);
 		if (!refilling || waited >= REFILL_WAIT_NS)
 			return usage;

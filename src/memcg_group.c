@@ -36,6 +36,7 @@
 
 #include "grace.h"
 #include "memcg_internal.h"
+#include "memcg_stock.h"
 #include "stats_internal.h"
 
 #define MEMCG_STATS_BATCH (1ul << 18)
@@ -55,20 +56,15 @@ static struct tally_memcg *group_alloc(struct tally_memcg_tree *t,
 	g->refs = 1;		/* the tree's, while live */
 	g->max = g->high = TALLY_MEMCG_UNLIMITED;
 	g->evfd = -1;
-	g->fast.stock = tally_percpu_alloc(t->domain, sizeof(long), 0);
+	g->fast.stock = t->stocks;
 	g->fast.rseq = t->rseq;
 	g->fast.stock_cap = 2 * t->batch;
-	if (!g->fast.stock) {
-		free(g);
-		return NULL;
-	}
 	return g;
 }
 
 static void group_free(struct tally_memcg_tree *t, struct tally_memcg *g)
 {
-	if (g->fast.stock)
-		tally_percpu_free(t->domain, g->fast.stock);
+	(void)t;
 	if (g->evfd >= 0)
 		close(g->evfd);
 	g->magic = MEMCG_MAGIC_FREED;
@@ -142,12 +138,15 @@ int tally_memcg_tree_create(struct tally_memcg_tree **out,
 	struct tally_memcg_tree *t;
 	long batch = opts && opts->batch ? opts->batch
 					 : TALLY_MEMCG_DEFAULT_BATCH;
+	long max_batch = opts && opts->max_batch ? opts->max_batch :
+			 batch > (1l << 30) / 16 ? (1l << 30) : 16 * batch;
 	int err;
 
 	if (!out)
 		return -EINVAL;
 	*out = NULL;
-	if (batch < 1 || batch > (1l << 30))
+	if (batch < 1 || batch > (1l << 30) || max_batch < batch ||
+	    max_batch > (1l << 30))
 		return -EINVAL;
 	t = calloc(1, sizeof(*t));
 	if (!t)
@@ -161,6 +160,14 @@ int tally_memcg_tree_create(struct tally_memcg_tree **out,
 	t->simulated = tally_domain_is_simulated(t->domain);
 	t->rseq = !t->simulated && memcg_rseq_stocks_possible();
 	t->batch = batch;
+	t->max_batch = max_batch;
+	t->stocks = tally_percpu_alloc(t->domain,
+				       MEMCG_SLOTS * sizeof(struct memcg_slot),
+				       64);
+	if (!t->stocks) {
+		free(t);
+		return -ENOMEM;
+	}
 	memcg_init_tree_locks(t);
 
 	for (int i = 0; i < TALLY_MEMCG_NR_STATS; i++) {
@@ -173,12 +180,14 @@ int tally_memcg_tree_create(struct tally_memcg_tree **out,
 	err = tally_stats_tree_create(&t->stats, schema, TALLY_MEMCG_NR_STATS,
 				      &sopts);
 	if (err) {
+		tally_percpu_free(t->domain, t->stocks);
 		free(t);
 		return err;
 	}
 	t->root = group_alloc(t, NULL);
 	if (!t->root) {
 		tally_stats_tree_destroy(t->stats);
+		tally_percpu_free(t->domain, t->stocks);
 		free(t);
 		return -ENOMEM;
 	}
@@ -205,6 +214,7 @@ void tally_memcg_tree_destroy(struct tally_memcg_tree *t)
 		group_free(t, g);
 	}
 	tally_stats_tree_destroy(t->stats);
+	tally_percpu_free(t->domain, t->stocks);
 	free(t->cands);
 	free(t->cand_tasks);
 	pthread_rwlock_destroy(&t->structure);
@@ -249,6 +259,9 @@ int tally_memcg_create(struct tally_memcg *parent, const char *name,
 			t->all->prev_all = g;
 		__atomic_store_n(&t->all, g, __ATOMIC_RELEASE);
 		parent->nr_children++;
+		for (struct tally_memcg *a = parent; a; a = a->parent)
+			__atomic_add_fetch(&a->nr_descendants, 1,
+					   __ATOMIC_RELAXED);
 		t->nr_groups++;
 		__atomic_store_n(&parent->first_child, g, __ATOMIC_RELEASE);
 	}
@@ -338,7 +351,7 @@ int tally_memcg_destroy(struct tally_memcg *g)
 	 * group: handles may still run sequences that read its stop flag.
 	 */
 	__atomic_store_n(&g->dead, 1, __ATOMIC_SEQ_CST);
-	memcg_drain_locked(g);
+	memcg_drain_dead(g);
 	while (g->tasks)
 		memcg_unlink_task(g->tasks);
 	for (int ev = 0; ev < TALLY_MEMCG_NR_EVENTS; ev++)
@@ -347,6 +360,8 @@ int tally_memcg_destroy(struct tally_memcg *g)
 							   0,
 							   __ATOMIC_SEQ_CST));
 	unlink_child(g);
+	for (struct tally_memcg *a = parent; a; a = a->parent)
+		__atomic_sub_fetch(&a->nr_descendants, 1, __ATOMIC_RELAXED);
 	/*
 	 * Its stats are in its ancestors' hierarchical values already; its
 	 * name is free now, its statistics group ends after a grace period

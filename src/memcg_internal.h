@@ -54,7 +54,7 @@ struct tally_memcg {
 	 * Read by every charge: set at creation, or rarely written.  The
 	 * inline fast paths (tally/memcg.h) read the first member.
 	 */
-	struct tally_memcg_fast_ fast;	/* stock freed once destroyed */
+	struct tally_memcg_fast_ fast;	/* the tree's stocks, this group's cap */
 	struct tally_memcg_tree *tree;
 	struct tally_memcg *parent;	/* a reference on it is held */
 	int dead;			/* destroyed: work goes to parent */
@@ -89,6 +89,7 @@ struct tally_memcg {
 	struct tally_memcg *next_all;	/* every group not yet freed */
 	struct tally_memcg *prev_all;
 	unsigned long nr_children;
+	unsigned long nr_descendants;	/* live, under structure */
 	struct grace_node stats_node;	/* its stats group's end */
 	struct grace_node free_node;	/* its own end */
 };
@@ -99,6 +100,8 @@ struct tally_memcg_tree {
 	int simulated;
 	int rseq;			/* stocks taken by rseq sequences */
 	long batch;
+	long max_batch;
+	void *stocks;			/* per CPU: MEMCG_SLOTS slots */
 	struct tally_stats_tree *stats;
 	struct tally_memcg *root;
 	struct tally_memcg *all;
@@ -158,9 +161,11 @@ bool memcg_stock_give(struct tally_memcg *g, unsigned int cpu, long n,
 		      long cap);
 long memcg_walk(struct tally_memcg *h,
 		long (*fn)(struct tally_memcg *g, void *arg), void *arg);
-long memcg_drain_closed(struct tally_memcg *h);
-void memcg_reopen_stocks(struct tally_memcg *h);
+bool memcg_stock_deposit(struct tally_memcg *g, unsigned int cpu, long batch,
+			 long cap);
+long memcg_stock_sum(struct tally_memcg *h);
 long memcg_drain_locked(struct tally_memcg *h);
+void memcg_drain_dead(struct tally_memcg *g);
 struct tally_memcg *memcg_drain_and_retry(struct tally_memcg *g, long n,
 					  struct tally_memcg *h);
 void memcg_sleep_ns(long ns);

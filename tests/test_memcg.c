@@ -1842,7 +1842,10 @@ TEST(render_of_the_root_says_max_for_its_limits)
 				   false, buf, sizeof(buf)) > 0);
 	CHECK(text_value(buf, "memory.", "max", &v) &&
 	      v == TALLY_MEMCG_UNLIMITED);
-	CHECK(text_value(buf, "memory.", "current", &v) && v == 5000);
+	/* The page counter: the 5000 bytes and the stock's batch. */
+	CHECK(text_value(buf, "memory.", "current", &v) &&
+	      v == util_memcg_usage(tally_memcg_root(t),
+				    TALLY_MEMCG_READ_APPROX) && v >= 5000);
 	CHECK(text_value(buf, "memory.", "min", &v) && v == 0);
 	CHECK(strstr(buf, "max max") != NULL);
 	REQUIRE(tally_memcg_uncharge(tally_memcg_root(t), 5000) == 0);
@@ -2139,5 +2142,57 @@ TEST(current_and_peak_agree_that_stock_reservations_count)
 	CHECK_EQ_LONG(rendered(text, "memory.peak "), approx);
 	CHECK_EQ_LONG(tally_memcg_peak(g, false), approx);
 	CHECK_EQ_LONG(tally_memcg_uncharge(g, 100), 0);
+	tally_memcg_tree_destroy(t);
+}
+
+/* What @g's subtree holds in stocks: the page counter minus the usage. */
+static long stocked(struct tally_memcg *g)
+{
+	return util_memcg_usage(g, TALLY_MEMCG_READ_APPROX) -
+	       util_memcg_usage(g, TALLY_MEMCG_READ_PRECISE);
+}
+
+TEST(refill_batches_grow_far_from_limits_and_shrink_near_them)
+{
+	struct tally_memcg_tree *t = util_memcg_tree(NULL, 0);
+	long cpus = tally_domain_nr_cpus(tally_domain_system());
+	long base = TALLY_MEMCG_DEFAULT_BATCH, top = 16 * base, want;
+	struct tally_memcg *g;
+
+	REQUIRE(t);
+	g = util_memcg_group(tally_memcg_root(t), "g");
+	REQUIRE(g);
+	/* Unlimited: the largest batch. */
+	REQUIRE(tally_memcg_charge(g, 4096, 0) == 0);
+	CHECK_EQ_LONG(stocked(g), top);
+	CHECK_EQ_LONG(tally_memcg_uncharge(g, 4096), 0);
+	/* 64 MiB of room: room / (4 x CPUs), within [base, top]. */
+	REQUIRE(set_limit(g, TALLY_MEMCG_MAX, 64 * MB));
+	CHECK_EQ_LONG(stocked(g), 0);	/* setting max drained it */
+	REQUIRE(tally_memcg_charge(g, 4096, 0) == 0);
+	want = 64 * MB / (4 * cpus);
+	want = want < base ? base : want > top ? top : want;
+	CHECK_EQ_LONG(stocked(g), want);
+	CHECK_EQ_LONG(tally_memcg_uncharge(g, 4096), 0);
+	/* Near the limit: the smallest batch. */
+	REQUIRE(set_limit(g, TALLY_MEMCG_MAX, 2 * MB));
+	REQUIRE(tally_memcg_charge(g, 4096, 0) == 0);
+	CHECK_EQ_LONG(stocked(g), base);
+	CHECK_EQ_LONG(tally_memcg_uncharge(g, 4096), 0);
+	CHECK_EQ_LONG(drained(g), 0);
+	tally_memcg_tree_destroy(t);
+}
+
+TEST(tree_options_refuse_a_max_batch_below_the_batch_or_above_1_gib)
+{
+	struct tally_memcg_options o = { .batch = 8192, .max_batch = 4096 };
+	struct tally_memcg_tree *t = (void *)1;
+
+	CHECK_EQ_LONG(tally_memcg_tree_create(&t, &o), -EINVAL);
+	CHECK(t == NULL);
+	o.max_batch = (1l << 30) + 1;
+	CHECK_EQ_LONG(tally_memcg_tree_create(&t, &o), -EINVAL);
+	o.max_batch = 8192;
+	CHECK_EQ_LONG(tally_memcg_tree_create(&t, &o), 0);
 	tally_memcg_tree_destroy(t);
 }

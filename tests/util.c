@@ -244,7 +244,9 @@ struct tally_stats_group *util_child(struct tally_stats_group *parent,
 
 struct tally_memcg_tree *util_memcg_tree(struct tally_domain *d, long batch)
 {
-	struct tally_memcg_options o = { .domain = d, .batch = batch };
+	/* A fixed batch (batch 0: the defaults, adaptive). */
+	struct tally_memcg_options o = { .domain = d, .batch = batch,
+					 .max_batch = batch };
 	struct tally_memcg_tree *t = NULL;
 
 	if (!CHECK_EQ_LONG(tally_memcg_tree_create(&t, &o), 0))

@@ -86,7 +86,10 @@ int util_count_child(struct tally_stats_group *child, const char *name,
 struct tally_stats_group *util_child(struct tally_stats_group *parent,
 				     const char *name);
 
-/* A memory tree on @d (NULL: the system's), checked to be created. */
+/*
+ * A memory tree on @d (NULL: the system's), checked to be created, with a
+ * fixed refill batch (0: the defaults, adaptive batches).
+ */
 struct tally_memcg_tree *util_memcg_tree(struct tally_domain *d, long batch);
 
 /* A child group @name of @parent, checked to be created (NULL otherwise). */

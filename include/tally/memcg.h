@@ -173,13 +173,19 @@ enum tally_memcg_limit {
  * struct tally_memcg_options - how a tree is built; zero means the default.
  * @domain: CPUs of the per-CPU stocks (NULL: the system domain).  On a
  *	simulated domain, charges name their CPU (tally_memcg_charge_cpu()).
- * @batch: bytes a refill adds to a CPU's stock (default
- *	%TALLY_MEMCG_DEFAULT_BATCH); 1 to 1 GiB.  A CPU's stock holds at
- *	most two batches.
+ * @batch: the smallest refill: bytes a refill adds to a CPU's stock near a
+ *	limit (default %TALLY_MEMCG_DEFAULT_BATCH); 1 to 1 GiB.
+ * @max_batch: the largest refill, used while every level of the chain is
+ *	far from its high and max (default 16 x @batch, at most 1 GiB; set it
+ *	to @batch for the kernel's fixed batch).  A refill's batch is the
+ *	room left under the nearest high or max divided by 4 x CPUs, within
+ *	[@batch, @max_batch]; a group's stock on a CPU holds at most two of
+ *	its batches.
  */
 struct tally_memcg_options {
 	struct tally_domain *domain;
 	long batch;
+	long max_batch;
 };
 
 /**
@@ -192,7 +198,7 @@ struct tally_memcg_options {
  * Context: MT-safe; not async-signal-safe: allocates, may register the
  * process for membarrier().
  *
- * Return: 0, -EINVAL (NULL @out, bad batch), -ENOMEM, -ENODEV (no system
+ * Return: 0, -EINVAL (NULL @out, bad batch or max_batch), -ENOMEM, -ENODEV (no system
  * domain: the CPUs could not be read).  On failure *@out is NULL and
  * nothing needs to be destroyed.
  */
@@ -995,14 +1001,13 @@ int tally_memcg_tree_info(const struct tally_memcg_tree *t,
 
 /*
  * The first member of every group: what the fast paths read.  @stock is
- * freed (and set to NULL) when the group is destroyed: the sequences read
- * @stop, set for good by then, before they touch the slot.
+ * the tree's per-CPU stock (slots keyed by group), @stock_cap the most
+ * this group's slot may hold (two of its current refill batches).
  */
 struct tally_memcg_fast_ {
-	long *stock;		/* per-CPU reservation */
-	int stop;		/* a drain closed the stocks */
+	void *stock;		/* per CPU: slots { group, bytes } */
 	int rseq;		/* stocks taken by rseq sequences */
-	long stock_cap;		/* two batches */
+	long stock_cap;
 };
 
 /**
@@ -1039,9 +1044,8 @@ static inline int tally_memcg_charge(struct tally_memcg *g, long bytes,
 	if (__builtin_expect(g && f->rseq && bytes > 0 &&
 			     !(flags & ~TALLY_MEMCG_FLAGS_) &&
 			     bytes <= TALLY_MEMCG_BYTES_MAX, 1) &&
-	    __builtin_expect(tally_percpu_take_(__atomic_load_n(&f->stock,
-							    __ATOMIC_RELAXED),
-						bytes, &f->stop) > 0, 1))
+	    __builtin_expect(tally_percpu_slot_take_(f->stock, g, bytes) > 0,
+			     1))
 		return 0;
 	return tally_memcg_charge_slow_(g, bytes, flags);
 }
@@ -1052,10 +1056,11 @@ static inline int tally_memcg_uncharge(struct tally_memcg *g, long bytes)
 
 	if (__builtin_expect(g && f->rseq && bytes > 0 &&
 			     bytes <= TALLY_MEMCG_BYTES_MAX, 1) &&
-	    __builtin_expect(tally_percpu_give_(__atomic_load_n(&f->stock,
-							    __ATOMIC_RELAXED),
-						bytes, f->stock_cap,
-						&f->stop) > 0, 1))
+	    __builtin_expect(tally_percpu_slot_give_(f->stock, g, bytes,
+						     __atomic_load_n(
+							&f->stock_cap,
+							__ATOMIC_RELAXED)) > 0,
+			     1))
 		return 0;
 	return tally_memcg_uncharge_slow_(g, bytes);
 }

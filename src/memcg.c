@@ -6,25 +6,25 @@
  * Invariant, for every live group G at every moment:
  *
  *   G->usage = charges of G's subtree - uncharges
- *            + stocks of G's subtree (bytes reserved, not yet used)
- *            + refills in flight under G (taken from the counters, not yet
- *              in a stock: between two steps of charge_slow())
+ *            + slot bytes of G's subtree (reserved, not yet used)
+ *            + transfers in flight under G (refills taken from the
+ *              counters, not yet in a slot; uncharges carrying a full
+ *              slot's batch to the counters)
  *
  * and G->usage <= G->max, because a level is raised only by a
  * compare-and-swap that checks it (NOFAIL charges excepted).  Exact usage
  * (what callers hold) is therefore <= max too.
  *
- *   charge(G, n)  stock of G on this CPU >= n?  take it    (rseq, ~2 ns)
- *                 else CAS every level by n + batch, put the batch in the
- *                 stock                                      (1 CAS/level)
+ *   charge(G, n)  G's slot on this CPU >= n?  take it      (rseq, ~2 ns)
+ *                 else CAS every level by n + batch, put the batch in
+ *                 G's slot (memcg_charge.c)                  (1 CAS/level)
  *                 else CAS every level by n                  (1 CAS/level)
  *                 else refuse_or_reclaim(): drain, retry, reclaim, OOM
- *   uncharge(G,n) stock + n <= 2 batches?  give it back       (rseq)
+ *   uncharge(G,n) slot + n <= 2 batches?  give it back        (rseq)
  *                 else subtract n from every level          (1 op/level)
- *   drain(H)      set stop on H's subtree, membarrier(RSEQ), exchange
- *                 every (group, CPU) slot with 0 (atomic stocks: with a
- *                 closed mark, reopened after), give the sum back to the
- *                 counters: O(groups x CPUs), rare
+ *   drain(H)      close every slot of H's groups, membarrier(RSEQ), empty
+ *                 them into the counters (memcg_stock.c): O(CPUs x slots),
+ *                 rare
  *
  * A refusal must not be caused by reservations: the refusing charge sets
  * "pressure" on the level H that refused it (batch refills under H stop:

@@ -15,18 +15,23 @@
  *            max before it is raised, one level at a time (a charge never
  *            raises a level above its max, so it never makes another
  *            charge fail by a transient excess).
- *   stock    Each group has, per CPU, a reservation of bytes already counted
- *            in its page counters ("stock").  A charge that the current
- *            CPU's stock covers takes it in one restartable sequence: no
+ *   stock    Each CPU has a stock of 8 slots, each holding bytes already
+ *            counted in one group's page counters (the kernel's per-CPU
+ *            stock of several groups): its memory is per CPU, whatever
+ *            the number of groups.  A charge that its group's slot on the
+ *            current CPU covers takes it in one restartable sequence: no
  *            atomic, no lock, no shared cache line written.  An uncharge
- *            gives bytes back to the stock up to two batches.  Otherwise
+ *            gives bytes back to the slot up to two batches.  Otherwise
  *            the charge goes to the page counters, with a batch more for
- *            the stock when every level has room for it.
+ *            the slot when every level has room for it (taking over the
+ *            least recent slot when its group has none).  Batches grow
+ *            while the chain is far from its limits and shrink near them
+ *            (struct tally_memcg_options).
  *   limits   A charge that does not fit under max somewhere first drains
- *            every CPU's stock of the group's subtree (restarting the
- *            sequences in flight with membarrier()), then retries; only
- *            then does it fail, after the reclaim callbacks and the
- *            group's OOM policy.
+ *            the slots that hold groups of the refusing level's subtree
+ *            on every CPU (restarting the sequences in flight with
+ *            membarrier()), then retries; only then does it fail, after
+ *            the reclaim callbacks and the group's OOM policy.
  *
  * What is exact:
  *   - usage never exceeds max at any level, except by charges made with
@@ -36,10 +41,11 @@
  *   - a charge fails (-ENOMEM) only when, after the drain, the usage of
  *     some level plus the charge exceeds its max, where usage is every
  *     charge that has returned or is in flight minus every uncharge that
- *     has returned; a reservation that a thread is between taking from the
- *     page counter and depositing in its stock counts too, but the charge
- *     first waits up to 10 ms for such threads to finish (they are a few
- *     instructions long; only a thread stopped right there outlasts it);
+ *     has returned; bytes that a thread is carrying between a page
+ *     counter and a stock (a refill, or an uncharge giving a full stock's
+ *     batch back) count too, but the charge first waits up to 10 ms for
+ *     such threads to finish (they are a few instructions long; only a
+ *     thread stopped right there outlasts it);
  *   - tally_memcg_usage() with %TALLY_MEMCG_READ_DRAIN is exact at
  *     quiescence; the other reads give a value with an interval that holds
  *     the exact usage at quiescence.
@@ -47,12 +53,14 @@
  * Costs: a charge or uncharge served by the stock is one restartable
  * sequence (a few ns); one in every batch / bytes goes to the page counter
  * (one compare-and-swap per level).  A failing charge costs a drain:
- * membarrier() and O(groups of the subtree x CPUs).
+ * membarrier() and O(CPUs x 8 slots x depth), whatever the size of the
+ * tree.  A charge never walks other groups: going above high only counts
+ * the event.
  *
  *   group:   usage (atomic) | max high low min | peak | events
- *   per CPU: | stock of G on CPU 0 | stock of G on CPU 1 | ...
- *   usage(G) = sum of charges to G's subtree - uncharges + stocks of the
- *              subtree; exact usage = usage(G) - stocks of the subtree
+ *   per CPU: | slot 0: group, bytes | ... | slot 7: group, bytes |
+ *   usage(G) = sum of charges to G's subtree - uncharges + slot bytes of
+ *              the subtree's groups; exact usage = usage(G) - those bytes
  *
  * Handles and lifetime: a handle is a reference.  tally_memcg_create()
  * (with @out) and tally_memcg_find() give one, tally_memcg_get() adds one,
@@ -490,10 +498,12 @@ int tally_memcg_uncharge_cpu(struct tally_memcg *g, unsigned int cpu,
 /**
  * enum tally_memcg_read_mode - how tally_memcg_usage() reads.
  * @TALLY_MEMCG_READ_APPROX: one load of the page counter; the interval
- *	allows every stock of the subtree to be full (two batches per group
- *	and CPU).  O(groups of the subtree) to count them.
- * @TALLY_MEMCG_READ_PRECISE: the page counter minus the stocks of the
- *	subtree, read without stopping anyone.  O(groups x CPUs).
+ *	allows every slot the subtree can hold to be full: on each CPU,
+ *	min(8, groups of the subtree) slots of two max_batch (8 slots on
+ *	trees with atomic stocks).  O(1).
+ * @TALLY_MEMCG_READ_PRECISE: the page counter minus the slots of the
+ *	subtree's groups, read without stopping anyone.  O(CPUs x 8 x
+ *	depth).
  * @TALLY_MEMCG_READ_DRAIN: drains the subtree's stocks into the page
  *	counters, then reads them: exact at quiescence.  Costs a
  *	membarrier() and takes the drain lock.

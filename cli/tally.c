@@ -71,6 +71,8 @@ static const struct command bench_commands[] = {
 	  "memory charging: tally vs kernel, ClickHouse, page counter" },
 	{ "churn", tally_bench_churn,
 	  "a memory group per query: rate, memory and descriptors flat" },
+	{ "scale", tally_bench_scale,
+	  "memory groups at 64-4096 CPUs: stock memory, drains, high" },
 	{ NULL, NULL, NULL },
 };
 

@@ -363,6 +363,9 @@ int tally_memcg_tree_info(const struct tally_memcg_tree *t,
 		.zombies = LOAD(&t->nr_zombies),
 		.underflows = LOAD(&t->underflows),
 		.rseq = t->rseq,
+		.stock_bytes = (unsigned long)t->nr_cpus * MEMCG_SLOTS *
+			       sizeof(struct memcg_slot),
+		.group_bytes = sizeof(struct tally_memcg),
 	};
 	return 0;
 }

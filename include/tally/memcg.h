@@ -971,12 +971,17 @@ int tally_memcg_render(struct tally_memcg *g, enum tally_memcg_file file,
  * @drain_waits: refusals that waited for a refill in flight.
  * @refusals: charges refused (-ENOMEM).
  * @groups: live groups, the root included.
- * @zombies: destroyed groups whose handles are kept.
+ * @zombies: destroyed groups not yet freed (a handle is still held, or
+ *	the grace period is running).
  * @underflows: drains that found more bytes in a group's stocks than its
  *	counter held (a caller uncharged more than it charged).
  * @rseq: non-zero when stocks are taken with restartable sequences, 0 when
  *	with atomic operations (simulated domain, rseq or membarrier()
  *	unavailable).
+ * @stock_bytes: memory of the tree's per-CPU stocks (the same whatever
+ *	the number of groups).
+ * @group_bytes: memory of one group (its own structure; its statistics
+ *	group comes on top).
  */
 struct tally_memcg_info {
 	unsigned long refills;
@@ -987,6 +992,8 @@ struct tally_memcg_info {
 	unsigned long zombies;
 	unsigned long underflows;
 	int rseq;
+	unsigned long stock_bytes;
+	unsigned long group_bytes;
 };
 
 /**

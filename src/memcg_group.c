@@ -138,15 +138,17 @@ int tally_memcg_tree_create(struct tally_memcg_tree **out,
 	struct tally_memcg_tree *t;
 	long batch = opts && opts->batch ? opts->batch
 					 : TALLY_MEMCG_DEFAULT_BATCH;
-	long max_batch = opts && opts->max_batch ? opts->max_batch :
-			 batch > (1l << 30) / 16 ? (1l << 30) : 16 * batch;
+	long max_batch;
 	int err;
 
 	if (!out)
 		return -EINVAL;
 	*out = NULL;
-	if (batch < 1 || batch > (1l << 30) || max_batch < batch ||
-	    max_batch > (1l << 30))
+	if (batch < 1 || batch > (1l << 30))
+		return -EINVAL;
+	max_batch = opts && opts->max_batch ? opts->max_batch :
+		    batch > (1l << 30) / 16 ? (1l << 30) : 16 * batch;
+	if (max_batch < batch || max_batch > (1l << 30))
 		return -EINVAL;
 	t = calloc(1, sizeof(*t));
 	if (!t)

@@ -98,6 +98,7 @@ static unsigned int victim(struct memcg_slot *slots)
 /* Bytes of an evicted slot go back to their group's counters. */
 static void give_back(uintptr_t group, long bytes)
 {
+	slot_observe(group);
 	if (bytes)
 		memcg_counters_give_back((struct tally_memcg *)group, bytes);
 }
@@ -120,6 +121,7 @@ static bool install_rseq(struct tally_memcg *g, long batch, long cap)
 						    &bytes) <= 0)
 			continue;	/* migrated, or the slot changed */
 		give_back(old, bytes);
+		slot_publish(g);
 		if (tally_percpu_slot_install_(stocks, i, (void *)old, g,
 					       &g->dead) > 0 ||
 		    !LOAD(&g->dead))
@@ -180,9 +182,10 @@ bool memcg_stock_deposit(struct tally_memcg *g, unsigned int cpu, long batch,
 	return done;
 }
 
-/* @g is @h or below it. */
+/* @g, read from a slot, is @h or below it. */
 static bool in_subtree(const struct tally_memcg *g, const struct tally_memcg *h)
 {
+	slot_observe(g);
 	while (g->depth > h->depth)
 		g = g->parent;
 	return g == h;

@@ -39,6 +39,20 @@ _Static_assert(sizeof(struct memcg_slot) * MEMCG_SLOTS == 128,
 
 typedef unsigned __int128 slot_word;
 
+/*
+ * A group's address reaches other threads through a slot written by a
+ * restartable sequence, which ThreadSanitizer does not see: tell it that
+ * the install publishes the group and a slot's reader observes it.
+ */
+#if defined(__SANITIZE_THREAD__)
+#include <sanitizer/tsan_interface.h>
+#define slot_publish(g) __tsan_release((void *)(g))
+#define slot_observe(g) __tsan_acquire((void *)(g))
+#else
+#define slot_publish(g) ((void)(g))
+#define slot_observe(g) ((void)(g))
+#endif
+
 static inline struct memcg_slot *memcg_cpu_slots(void *stocks,
 						 unsigned int cpu)
 {

@@ -315,6 +315,7 @@ int tally_memcg_set_limit(struct tally_memcg *g, enum tally_memcg_limit which,
 		return -EINVAL;
 	}
 	STORE(field, bytes);
+	memcg_propagate_protected(g, LOAD(&g->usage));
 	return 0;
 }
 

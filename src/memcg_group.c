@@ -354,6 +354,7 @@ int tally_memcg_destroy(struct tally_memcg *g)
 	 */
 	__atomic_store_n(&g->dead, 1, __ATOMIC_SEQ_CST);
 	memcg_drain_dead(g);
+	memcg_unprotect(g);
 	while (g->tasks)
 		memcg_unlink_task(g->tasks);
 	for (int ev = 0; ev < TALLY_MEMCG_NR_EVENTS; ev++)

@@ -72,6 +72,11 @@ struct tally_memcg {
 	long high;
 	long low;
 	long min;
+	/* Protected usage, as its parent sums it, and its children's sums. */
+	long min_usage;
+	long low_usage;
+	long children_min_usage;
+	long children_low_usage;
 
 	/* Rare: events, callbacks, structure, lifetime. */
 	long events[TALLY_MEMCG_NR_EVENTS] __attribute__((aligned(64)));
@@ -151,6 +156,8 @@ struct tally_memcg *memcg_counters_try_add(struct tally_memcg *g, long n);
 int memcg_counters_uncharge(struct tally_memcg *g, long n);
 void memcg_counters_give_back(struct tally_memcg *g, long n);
 bool memcg_chain_under_pressure(const struct tally_memcg *g);
+void memcg_propagate_protected(struct tally_memcg *g, long usage);
+void memcg_unprotect(struct tally_memcg *g);
 void memcg_event(struct tally_memcg *g, enum tally_memcg_event ev);
 void memcg_add_local_events(struct tally_memcg *g, enum tally_memcg_event ev,
 			    long count);

@@ -47,25 +47,16 @@ static long effective_protection(long usage, long setting,
 	return protected;
 }
 
+/* What @parent's children protect together: kept up to date, O(1). */
 static long siblings_protected(const struct tally_memcg *parent, int low)
 {
-	long sum = 0;
-
-	for (struct tally_memcg *c = ACQUIRE(&parent->first_child); c;
-	     c = ACQUIRE(&c->next_sibling)) {
-		long usage = LOAD(&c->usage);
-		long setting = low ? LOAD(&c->low) : LOAD(&c->min);
-
-		if (LOAD(&c->dead))
-			continue;
-		sum += usage < setting ? usage : setting;
-	}
-	return sum;
+	return LOAD(low ? &parent->children_low_usage :
+			  &parent->children_min_usage);
 }
 
 /*
  * Effective min and low of @g for reclaim from @root, computed top-down
- * along the chain (the kernel caches them in the counters; we recompute).
+ * along the chain: O(depth).
  */
 void memcg_protection(struct tally_memcg *root, struct tally_memcg *g,
 		      long *emin, long *elow)

@@ -390,6 +390,7 @@ static int stat_mod(struct tally_memcg *g, unsigned int cpu,
 			tally_stats_mod_cpu(g->stats, cpu, item, delta);
 	token = grace_read_lock();
 	g = memcg_resolve(g);
+	(void)tally_inject(TALLY_INJECT_MEMCG_RESOLVED);
 	err = cpu == NO_CPU ? tally_stats_mod(g->stats, item, delta) :
 		tally_stats_mod_cpu(g->stats, cpu, item, delta);
 	grace_read_unlock(token);

@@ -121,6 +121,7 @@ static int charge_slow(struct tally_memcg *g, unsigned int cpu, long n,
 	long batch;
 
 	g = memcg_resolve(g);
+	(void)tally_inject(TALLY_INJECT_MEMCG_RESOLVED);
 	/* On the counter's line, which the refill writes anyway. */
 	INC(&g->refills);
 	if (flags & TALLY_MEMCG_NOFAIL) {

@@ -119,6 +119,7 @@ static long call_reclaim(struct tally_memcg *g, long ask)
 	__atomic_add_fetch(&g->reclaim_calls, 1, __ATOMIC_SEQ_CST);
 	fn = __atomic_load_n(&g->reclaim, __ATOMIC_SEQ_CST);
 	if (fn) {
+		(void)tally_inject(TALLY_INJECT_MEMCG_BEFORE_CALLBACK);
 		calling = &frame;
 		freed = fn(g, ask, __atomic_load_n(&g->reclaim_arg,
 						    __ATOMIC_SEQ_CST));

@@ -23,7 +23,10 @@
 #                             statuses, info's bounds, the metrics demo.
 #   scripts/check-docs.sh     docs/API.md is what scripts/gen-api-docs.sh
 #                             makes of the headers, and every public
-#                             function's comment has a Context: line.
+#                             function's comment has a Context: line;
+#   scripts/check-readme.sh   the complete programs of README.md and
+#                             docs/*.md compile, run and print what the
+#                             docs say.
 # Sanitizer runs get TALLY_TEST_SCALE=0.5 (fewer iterations, shorter
 # stress runs).  Each binary has TALLY_TEST_TIMEOUT seconds (600).
 #
@@ -119,6 +122,7 @@ run_set exports scripts/check-exports.sh
 run_set plot scripts/check-plot.sh
 run_set cli scripts/check-cli.sh
 run_set docs scripts/check-docs.sh
+run_set readme scripts/check-readme.sh
 
 echo "$total_passed passed, $total_failed failed"
 [ "$total_failed" -eq 0 ]

@@ -12,7 +12,7 @@
  *                     that let groups leave the flush path        flush_lock
  *   stats_read.c      reads; the TALLY design's shared, fresh
  *                     flushes                                     coord_lock
- *   stats_designs.c   the baseline designs (Linux 6.1, seed 001,
+ *   stats_designs.c   the baseline designs (Linux 6.1, seed001,
  *                     Linux 6.8) behind struct stats_design_ops   their own
  *   stats_group.c     group lifetime, names, paths                topo_lock
  *   stats_periodic.c  the periodic flusher                        periodic_lock
@@ -203,7 +203,7 @@ struct stats_design_ops {
 	void (*fork_prepare)(struct tally_stats_tree *t);
 	void (*fork_parent)(struct tally_stats_tree *t);
 	void (*fork_child)(struct tally_stats_tree *t);
-	/* Counts go to one tree-wide threshold (Linux 6.1, seed 001). */
+	/* Counts go to one tree-wide threshold (Linux 6.1, seed001). */
 	bool global_threshold;
 };
 

@@ -3,7 +3,9 @@
 # command, error prefixes and exit statuses (0 done, 1 failed, 2 bad
 # command line), `tally info` against the bounds of include/tally/counter.h,
 # and `tally metrics --demo` through promtool and the OpenMetrics parser
-# (installed by scripts/ensure-deps.sh test; a missing one fails).
+# (the package prometheus unpacked into build/tools, and Debian's python3
+# with its prometheus_client, by scripts/ensure-deps.sh test; a missing one
+# fails).
 # Prints like a test binary: PASS/FAIL lines, last "N passed, N failed".
 set -u
 cd "$(dirname "$0")/.." || exit 1
@@ -132,14 +134,16 @@ run metrics --demo
 cp "$tmp/out" "$tmp/demo.prom"
 expect cli_metrics_demo_prints_prometheus_text 0 \
 	'^tally_hier_anon_bytes\{group="/"\} 5120000$'
-if command -v promtool >/dev/null 2>&1; then
-	if promtool check metrics < "$tmp/demo.prom" > "$tmp/why" 2>&1; then
+promtool=build/tools/prometheus/usr/bin/promtool
+if [ -x "$promtool" ]; then
+	if "$promtool" check metrics < "$tmp/demo.prom" > "$tmp/why" 2>&1; then
 		pass cli_metrics_demo_passes_promtool
 	else
 		fail cli_metrics_demo_passes_promtool "$tmp/why"
 	fi
 else
-	echo "promtool is missing: apt-get install prometheus" > "$tmp/why"
+	echo "$promtool is missing: scripts/ensure-deps.sh test unpacks" \
+		"the Debian package prometheus there" > "$tmp/why"
 	fail cli_metrics_demo_passes_promtool "$tmp/why"
 fi
 run metrics --demo --format openmetrics --instance "web-1" --pid

@@ -12,6 +12,10 @@
 #                             report);
 #   build/tsan/tests/test_*   once (TSan, halting on any report);
 # then the checks, which print like a test binary:
+#   scripts/check-deps.sh     scripts/ensure-deps.sh with fake apt-get and
+#                             id: installs only service-free packages,
+#                             --no-install-recommends, named first; the
+#                             Prometheus tools only unpacked in build/tools;
 #   scripts/check-examples.sh the examples of build/examples print their
 #                             examples/*.expected;
 #   scripts/check-exports.sh  the shared library exports what the headers
@@ -114,6 +118,7 @@ run_set nomembarrier 'build/tests/test_stats* build/tests/test_memcg*' \
 run_set inject 'build/inject/tests/test_*'
 run_set asan 'build/asan/tests/test_*' TALLY_TEST_SCALE=0.5 "$asan" "$ubsan"
 run_set tsan 'build/tsan/tests/test_*' TALLY_TEST_SCALE=0.5 "$tsan"
+run_set deps scripts/check-deps.sh
 run_set examples scripts/check-examples.sh
 run_set exports scripts/check-exports.sh
 run_set plot scripts/check-plot.sh

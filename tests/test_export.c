@@ -2,13 +2,14 @@
 /*
  * test_export.c - the Prometheus and OpenMetrics export (tally/export.h).
  *
- * Two outside oracles judge the text: `promtool check metrics` (Debian
- * package prometheus) for the 0.0.4 format, and the OpenMetrics parser of
- * Debian's python3-prometheus-client, run with Debian's /usr/bin/python3,
- * which also decodes the escaping back so that hostile names are compared
- * byte for byte with what they must become.  A missing tool fails its
- * test with the package to install (`make test` installs them through
- * scripts/ensure-deps.sh): never a silent pass.
+ * Two outside oracles judge the text: `promtool check metrics` (of the
+ * Debian package prometheus, unpacked into build/tools by
+ * scripts/ensure-deps.sh test) for the 0.0.4 format, and the OpenMetrics
+ * parser of Debian's python3-prometheus-client, run with Debian's
+ * /usr/bin/python3, which also decodes the escaping back so that hostile
+ * names are compared byte for byte with what they must become.  A missing
+ * tool fails its test saying where it comes from (`make test` gets both
+ * through scripts/ensure-deps.sh): never a silent pass.
  *
  * tally's own checks: every sample's value against a forced read of its
  * group, the depth-first by-name order against an oracle sort of the
@@ -126,37 +127,14 @@ static char *write_temp(const char *text)
 	return path;
 }
 
-/*
- * Run @cmd (through sh, stderr merged) and return its exit status; its
- * output goes to @out (@len bytes with the NUL).
- */
-static int run_tool(const char *cmd, char *out, size_t len)
-{
-	FILE *p = popen(cmd, "r");
-	size_t used = 0, n;
-	int status;
-
-	out[0] = '\0';
-	if (!p)
-		return -1;
-	while (used + 1 < len &&
-	       (n = fread(out + used, 1, len - 1 - used, p)) > 0)
-		used += n;
-	out[used] = '\0';
-	while (fgetc(p) != EOF)
-		;
-	status = pclose(p);
-	return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
-}
+#define PROMTOOL "prometheus/usr/bin/promtool"
 
 static bool have_promtool(void)
 {
-	char out[256];
-
-	if (run_tool("command -v promtool", out, sizeof(out)) == 0)
+	if (access(util_tool(PROMTOOL), X_OK) == 0)
 		return true;
-	harness_log("promtool is missing: install the Debian package "
-		    "prometheus (scripts/ensure-deps.sh test does)");
+	harness_log("%s is missing: scripts/ensure-deps.sh test unpacks the "
+		    "Debian package prometheus there", util_tool(PROMTOOL));
 	return false;
 }
 
@@ -164,10 +142,13 @@ static bool have_promtool(void)
 
 static bool have_python_parser(void)
 {
+	static const char *const argv[] = {
+		PYTHON, "-c", "import prometheus_client.openmetrics.parser",
+		NULL
+	};
 	char out[512];
 
-	if (run_tool(PYTHON " -c 'import prometheus_client.openmetrics."
-			    "parser'", out, sizeof(out)) == 0)
+	if (util_run(argv, NULL, out, sizeof(out)) == 0)
 		return true;
 	harness_log("%s cannot import prometheus_client: install the Debian "
 		    "package python3-prometheus-client (scripts/ensure-deps.sh"
@@ -178,14 +159,15 @@ static bool have_python_parser(void)
 /* promtool check metrics on @text: true when it accepts it (no lint). */
 static bool promtool_accepts(const char *text)
 {
-	char cmd[256], out[8192];
+	const char *const argv[] = { util_tool(PROMTOOL), "check", "metrics",
+				     NULL };
+	char out[8192];
 	char *path = write_temp(text);
 	int rc;
 
 	if (!path)
 		return false;
-	snprintf(cmd, sizeof(cmd), "promtool check metrics < %s 2>&1", path);
-	rc = run_tool(cmd, out, sizeof(out));
+	rc = util_run(argv, path, out, sizeof(out));
 	if (rc != 0)
 		harness_log("promtool (exit %d): %s", rc, out);
 	unlink(path);
@@ -195,13 +177,14 @@ static bool promtool_accepts(const char *text)
 
 /*
  * The strict OpenMetrics parser on @text (read as strict UTF-8): prints
- * one line per sample, "FAMILY TYPE UNIT SAMPLE GROUP-HEX VALUE", and per
- * family "HELP FAMILY HELP-HEX", into @out.  Returns its exit status.
+ * one line per sample, "FAMILY TYPE UNIT SAMPLE GROUP-HEX VALUE" (VALUE
+ * an integer, or +Inf), and per family "HELP FAMILY HELP-HEX", into @out.
+ * Returns its exit status.
  */
 static int python_parse(const char *text, char *out, size_t len)
 {
 	static const char script[] =
-		"import sys\n"
+		"import math, sys\n"
 		"from prometheus_client.openmetrics.parser import "
 		"text_string_to_metric_families\n"
 		"text = open(sys.argv[1], encoding='utf-8', errors='strict',"
@@ -209,16 +192,17 @@ static int python_parse(const char *text, char *out, size_t len)
 		"for f in text_string_to_metric_families(text):\n"
 		"    print('HELP', f.name, f.documentation.encode().hex())\n"
 		"    for s in f.samples:\n"
+		"        v = s.value\n"
 		"        print(f.name, f.type, f.unit or '-', s.name,\n"
 		"              s.labels.get('group', '').encode().hex(),\n"
-		"              int(s.value))\n";
-	char cmd[512];
+		"              '+Inf' if v == math.inf else int(v))\n";
 	char *path = write_temp(text), *spath = write_temp(script);
 	int rc = -1;
 
 	if (path && spath) {
-		snprintf(cmd, sizeof(cmd), PYTHON " %s %s 2>&1", spath, path);
-		rc = run_tool(cmd, out, len);
+		const char *const argv[] = { PYTHON, spath, path, NULL };
+
+		rc = util_run(argv, NULL, out, len);
 		if (rc != 0)
 			harness_log("python parser (exit %d): %s", rc, out);
 	}

@@ -146,11 +146,27 @@ else
 		"the Debian package prometheus there" > "$tmp/why"
 	fail cli_metrics_demo_passes_promtool "$tmp/why"
 fi
-run metrics --demo --format openmetrics --instance "web-1" --pid
+run metrics --demo --format openmetrics --label host=web-1 \
+	--label 'zone=eu "1"' --pid
 cp "$tmp/out" "$tmp/demo.om"
 expect cli_metrics_demo_openmetrics_ends_with_eof 0 '^# EOF$'
-expect cli_metrics_demo_labels_instance_and_pid 0 \
-	'^tally_local_pgfault_total\{group="/tenant-a/db",instance="web-1",pid="[0-9]+"\} 2000$'
+expect cli_metrics_demo_labels_and_pid_follow_group 0 \
+	'^tally_local_pgfault_total\{group="/tenant-a/db",host="web-1",zone="eu \\"1\\"",pid="[0-9]+"\} 2000$'
+# Prometheus sets instance and job when it scrapes: refused, and said so.
+for l in instance=web-1 job=app; do
+	run metrics --demo --label "$l"
+	expect_error "cli_metrics_label_${l%%=*}_is_refused" 2
+	if grep -q 'set by Prometheus' "$tmp/err"; then
+		pass "cli_metrics_label_${l%%=*}_refusal_says_why"
+	else
+		cp "$tmp/err" "$tmp/why"
+		fail "cli_metrics_label_${l%%=*}_refusal_says_why" "$tmp/why"
+	fi
+done
+run metrics --demo --label 'a b=1'
+expect_error cli_metrics_bad_label_name_fails 1
+run metrics --demo --label novalue
+expect_error cli_metrics_label_without_value_is_a_usage_error 2
 if /usr/bin/python3 -c '
 import sys
 from prometheus_client.openmetrics.parser import text_string_to_metric_families

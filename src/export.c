@@ -80,6 +80,7 @@ struct family {
 	bool per_row;
 	unsigned int col;
 	bool counter;
+	bool limit;		/* TALLY_MEMCG_UNLIMITED is written +Inf */
 	char *sample;		/* sample name: NAME, or NAME_total */
 	size_t sample_len;
 	char *meta;		/* HELP, TYPE (and UNIT) lines */
@@ -332,8 +333,12 @@ static int check_labels(const struct tally_export_options *o)
 	for (unsigned int i = 0; i < o->nr_labels; i++) {
 		const char *name = o->labels[i].name;
 
+		/* instance and job are the target's labels, set by
+		 * Prometheus at scrape time: one in the exposition would be
+		 * renamed exported_instance or exported_job. */
 		if (!valid_identifier(name, TALLY_EXPORT_PREFIX_MAX) ||
 		    !o->labels[i].value || !strcmp(name, "group") ||
+		    !strcmp(name, "instance") || !strcmp(name, "job") ||
 		    (o->pid && !strcmp(name, "pid")))
 			return -EINVAL;
 		for (unsigned int j = 0; j < i; j++)
@@ -724,13 +729,15 @@ static const struct memcg_family {
 		"(stocks subtracted)." },
 	[MEMCG_COL_PEAK] = { "memory_peak",
 		"memory.peak: the highest usage, stocks included." },
-	[MEMCG_COL_MIN] = { "memory_min", "memory.min: hard protection." },
+	[MEMCG_COL_MIN] = { "memory_min",
+		"memory.min: hard protection (+Inf: all of the usage)." },
 	[MEMCG_COL_LOW] = { "memory_low",
-		"memory.low: best-effort protection." },
+		"memory.low: best-effort protection (+Inf: all of the "
+		"usage)." },
 	[MEMCG_COL_HIGH] = { "memory_high",
-		"memory.high: throttling limit (9223372036854775807: none)." },
+		"memory.high: throttling limit (+Inf: none)." },
 	[MEMCG_COL_MAX] = { "memory_max",
-		"memory.max: hard limit (9223372036854775807: none)." },
+		"memory.max: hard limit (+Inf: none)." },
 };
 
 /* The family of column @col of a memory tree. */
@@ -745,6 +752,7 @@ static int build_memcg_family(struct family *f,
 	f->per_row = true;
 	f->col = col;
 	f->counter = col >= MEMCG_COL_EVENTS;
+	f->limit = col >= MEMCG_COL_MIN && col <= MEMCG_COL_MAX;
 	buf_str(&name, prefix);
 	buf_mem(&name, "_", 1);
 	if (!f->counter) {
@@ -968,7 +976,11 @@ static void render_family(struct tally_exporter *e, const struct source *s,
 		p += e->labels.len;
 		*p++ = '}';
 		*p++ = ' ';
-		p += fmt_value(p, e->values[r * nv + col], f->counter);
+		if (f->limit && e->values[r * nv + col] == TALLY_MEMCG_UNLIMITED)
+			p = mempcpy(p, "+Inf", 4);
+		else
+			p += fmt_value(p, e->values[r * nv + col],
+				       f->counter);
 		*p++ = '\n';
 		o->len = (size_t)(p - o->p);
 	}

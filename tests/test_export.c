@@ -76,7 +76,7 @@ new_exporter(enum tally_export_format format, struct tally_stats_tree *t,
 	     enum tally_flush_mode mode)
 {
 	static const struct tally_export_label labels[] = {
-		{ "instance", "host-1:9100" },
+		{ "host", "host-1:9100" },
 	};
 	struct tally_export_options o = { .format = format,
 					  .labels = labels,
@@ -548,7 +548,7 @@ static void check_values(const char *text, struct tally_stats_group *g)
 			else
 				snprintf(value, sizeof(value), "%ld", v[k]);
 			CHECK(has_line(text,
-				       "%s{group=\"%s\",instance=\"host-1:"
+				       "%s{group=\"%s\",host=\"host-1:"
 				       "9100\",pid=\"%d\"} %s",
 				       family_of[s][k], path, pid, value));
 		}
@@ -803,9 +803,9 @@ TEST(accuracy_is_zero_when_forced_and_the_read_bound_if_needed)
 	ft = forced ? export_text(forced) : NULL;
 	lt = lazy ? export_text(lazy) : NULL;
 	if (CHECK(ft && lt)) {
-		CHECK(has_line(ft, "tally_accuracy_bound{instance=\"host-1:"
+		CHECK(has_line(ft, "tally_accuracy_bound{host=\"host-1:"
 				   "9100\",pid=\"%d\"} 0", (int)getpid()));
-		CHECK(has_line(lt, "tally_accuracy_bound{instance=\"host-1:"
+		CHECK(has_line(lt, "tally_accuracy_bound{host=\"host-1:"
 				   "9100\",pid=\"%d\"} %lu", (int)getpid(),
 			       tally_stats_read_bound(t)));
 		CHECK(tally_stats_read_bound(t) > 0);
@@ -839,7 +839,7 @@ TEST(forced_export_is_exact_on_every_design)
 		text = e ? export_text(e) : NULL;
 		if (CHECK(text))
 			CHECK(has_line(text, "tally_hier_anon_bytes{group="
-					     "\"/\",instance=\"host-1:9100\","
+					     "\"/\",host=\"host-1:9100\","
 					     "pid=\"%d\"} 3997",
 				       (int)getpid()));
 		free(text);
@@ -973,7 +973,7 @@ TEST(file_output_reports_a_failed_write)
 
 TEST(bad_input_gets_documented_errors)
 {
-	struct tally_export_label l[3] = { { "instance", "x" } };
+	struct tally_export_label l[3] = { { "host", "x" } };
 	struct tally_export_options o = { .labels = l, .nr_labels = 2 };
 	struct tally_stats_tree *t = new_tree(TALLY_DESIGN_TALLY);
 	struct tally_exporter *e = (struct tally_exporter *)&o;
@@ -981,7 +981,8 @@ TEST(bad_input_gets_documented_errors)
 	static const char *const bad_prefixes[] = { "", "1x", "__x", "a-b",
 						    "a:b", "caf\xc3\xa9" };
 	static const char *const bad_names[] = { NULL, "", "1x", "__x",
-						 "group", "a b", "instance" };
+						 "group", "a b", "host",
+						 "instance", "job" };
 	const char *u[NS] = { "Bytes" };
 	char buf[8];
 
@@ -999,7 +1000,7 @@ TEST(bad_input_gets_documented_errors)
 	l[1] = (struct tally_export_label){ "pid", "v" };
 	o.pid = true;
 	CHECK_EQ_LONG(tally_exporter_create(&e, &o), -EINVAL);
-	l[1] = (struct tally_export_label){ "job", NULL };
+	l[1] = (struct tally_export_label){ "region", NULL };
 	o.pid = false;
 	CHECK_EQ_LONG(tally_exporter_create(&e, &o), -EINVAL);
 	o.labels = NULL;
@@ -1071,7 +1072,7 @@ TEST(constant_labels_follow_group_and_a_forked_child_exports_its_pid)
 	if (CHECK(nl)) {
 		snprintf(want, sizeof(want), "%.*s", (int)(nl - text), text);
 		CHECK(has_line(text, "tally_hier_anon_bytes{group=\"/\","
-				     "instance=\"host-1:9100\",%s} 0", want));
+				     "host=\"host-1:9100\",%s} 0", want));
 		snprintf(want, sizeof(want), "pid=\"%d\"", (int)getpid());
 		CHECK(!strstr(text, want));
 	}
@@ -1163,7 +1164,7 @@ TEST(export_during_churn_stays_well_formed_and_ends_exact)
 	text = export_text(e);
 	if (CHECK(text))
 		CHECK(has_line(text, "tally_hier_pgfault_total{group=\"/\","
-				     "instance=\"host-1:9100\",pid=\"%d\"} "
+				     "host=\"host-1:9100\",pid=\"%d\"} "
 				     "%ld",
 			       (int)getpid(), up.events + cr.events));
 	free(text);
@@ -1275,7 +1276,7 @@ TEST(a_memory_tree_exports_usage_limits_and_events_that_parsers_accept)
 		CHECK(has_line(ptext, "tally_memory_max_bytes{group=\"/a/b\"} "
 				      "8192"));
 		CHECK(has_line(ptext, "tally_memory_max_bytes{group=\"/a\"} "
-				      "9223372036854775807"));
+				      "+Inf"));
 		CHECK(has_line(ptext, "tally_memory_events_max_total"
 				      "{group=\"/\"} 1"));
 		CHECK(has_line(ptext, "tally_memory_events_local_max_total"
@@ -1315,6 +1316,139 @@ TEST(a_memory_tree_exports_usage_limits_and_events_that_parsers_accept)
 	free(ptext);
 	free(otext);
 	CHECK_EQ_LONG(tally_memcg_uncharge(a, 4096), 0);
+	tally_exporter_destroy(pe);
+	tally_exporter_destroy(oe);
+	tally_memcg_tree_destroy(t);
+}
+
+/*
+ * Prometheus sets instance and job at scrape time (the target's address,
+ * the job's name) and renames clashing labels of the exposition to
+ * exported_instance and exported_job: as constant labels they are refused,
+ * whatever the format, and no export ever holds them.
+ */
+TEST(instance_and_job_are_refused_as_constant_labels)
+{
+	static const char *const reserved[] = { "instance", "job" };
+	struct tally_stats_tree *t = new_tree(TALLY_DESIGN_TALLY);
+	struct tally_exporter *e = NULL;
+	char *text;
+
+	REQUIRE(t);
+	populate(t);
+	for (size_t i = 0; i < ARRAY_SIZE(reserved); i++) {
+		struct tally_export_label l[2] = {
+			{ "host", "web-1" }, { reserved[i], "x" },
+		};
+		struct tally_export_options o = { .labels = l,
+						  .nr_labels = 2 };
+
+		CHECK_EQ_LONG(tally_exporter_create(&e, &o), -EINVAL);
+		o.format = TALLY_EXPORT_OPENMETRICS;
+		l[0] = l[1];
+		o.nr_labels = 1;
+		CHECK_EQ_LONG(tally_exporter_create(&e, &o), -EINVAL);
+		CHECK(e == NULL);
+	}
+	/* Names that only contain them are a program's own. */
+	e = new_exporter(TALLY_EXPORT_PROMETHEUS, t, TALLY_FLUSH_FORCE);
+	text = e ? export_text(e) : NULL;
+	if (CHECK(text)) {
+		CHECK(!strstr(text, "instance="));
+		CHECK(!strstr(text, "job="));
+		CHECK(has_line(text, "tally_accuracy_bound{host=\"host-1:9100\","
+				     "pid=\"%d\"} 0", (int)getpid()));
+	}
+	free(text);
+	tally_exporter_destroy(e);
+	{
+		struct tally_export_label l = { "instance_name", "x" };
+		struct tally_export_options o = { .labels = &l,
+						  .nr_labels = 1 };
+
+		e = NULL;
+		CHECK_EQ_LONG(tally_exporter_create(&e, &o), 0);
+		tally_exporter_destroy(e);
+	}
+	tally_stats_tree_destroy(t);
+}
+
+/*
+ * A limit of TALLY_MEMCG_UNLIMITED is +Inf in both formats (a ratio of
+ * usage over it is then 0, not a tiny fraction of 8 EiB), for max and
+ * high of a group without limits, for the root's, and for min and low set
+ * to protect everything; set limits stay integers.  promtool and the
+ * strict OpenMetrics parser read +Inf back as infinity.
+ */
+TEST(unlimited_memory_limits_are_plus_inf_in_both_formats)
+{
+	struct tally_memcg_tree *t = NULL;
+	struct tally_memcg *a = NULL, *b = NULL;
+	struct tally_export_options oo = { .format = TALLY_EXPORT_OPENMETRICS };
+	struct tally_exporter *pe = NULL, *oe = NULL;
+	char *ptext = NULL, *otext = NULL, out[16384];
+	static const char *const cols[] = { "min", "low", "high", "max" };
+
+	REQUIRE(tally_memcg_tree_create(&t, NULL) == 0);
+	CHECK_EQ_LONG(tally_memcg_create(tally_memcg_root(t), "a", &a), 0);
+	CHECK_EQ_LONG(tally_memcg_create(a, "b", &b), 0);
+	REQUIRE(a && b);
+	CHECK_EQ_LONG(tally_memcg_set_limit(b, TALLY_MEMCG_MAX, 1 << 20), 0);
+	CHECK_EQ_LONG(tally_memcg_set_limit(b, TALLY_MEMCG_HIGH, 1 << 19), 0);
+	CHECK_EQ_LONG(tally_memcg_set_limit(b, TALLY_MEMCG_MIN,
+					    TALLY_MEMCG_UNLIMITED), 0);
+	CHECK_EQ_LONG(tally_memcg_set_limit(b, TALLY_MEMCG_LOW,
+					    TALLY_MEMCG_UNLIMITED), 0);
+	CHECK_EQ_LONG(tally_exporter_create(&pe, NULL), 0);
+	CHECK_EQ_LONG(tally_exporter_create(&oe, &oo), 0);
+	REQUIRE(pe && oe);
+	CHECK_EQ_LONG(tally_exporter_add_memcg(pe, t, NULL), 0);
+	CHECK_EQ_LONG(tally_exporter_add_memcg(oe, t, NULL), 0);
+	ptext = export_text(pe);
+	otext = export_text(oe);
+	if (CHECK(ptext && otext)) {
+		CHECK(!strstr(ptext, "9223372036854775807"));
+		CHECK(!strstr(otext, "9223372036854775807"));
+		for (size_t i = 0; i < ARRAY_SIZE(cols); i++) {
+			/* The root has no limit and no protection. */
+			CHECK(has_line(ptext, "tally_memory_%s_bytes"
+					      "{group=\"/\"} %s", cols[i],
+				       i < 2 ? "0" : "+Inf"));
+			CHECK(has_line(ptext, "tally_memory_%s_bytes"
+					      "{group=\"/a\"} %s", cols[i],
+				       i < 2 ? "0" : "+Inf"));
+			CHECK(has_line(otext, "tally_memory_%s_bytes"
+					      "{group=\"/a\"} %s", cols[i],
+				       i < 2 ? "0" : "+Inf"));
+		}
+		CHECK(has_line(ptext, "tally_memory_min_bytes{group=\"/a/b\"} "
+				      "+Inf"));
+		CHECK(has_line(ptext, "tally_memory_low_bytes{group=\"/a/b\"} "
+				      "+Inf"));
+		CHECK(has_line(ptext, "tally_memory_high_bytes{group=\"/a/b\"} "
+				      "524288"));
+		CHECK(has_line(otext, "tally_memory_max_bytes{group=\"/a/b\"} "
+				      "1048576"));
+		if (have_promtool())
+			CHECK(promtool_accepts(ptext));
+		else
+			CHECK(!"promtool is needed");
+		if (have_python_parser()) {
+			CHECK_EQ_LONG(python_parse(otext, out, sizeof(out)), 0);
+			CHECK(strstr(out, "tally_memory_max_bytes gauge bytes "
+					  "tally_memory_max_bytes 2f61 +Inf\n"));
+			CHECK(strstr(out, "tally_memory_max_bytes gauge bytes "
+					  "tally_memory_max_bytes 2f612f62 "
+					  "1048576\n"));
+			CHECK(strstr(out, "tally_memory_low_bytes gauge bytes "
+					  "tally_memory_low_bytes 2f612f62 "
+					  "+Inf\n"));
+		} else {
+			CHECK(!"the python parser is needed");
+		}
+	}
+	free(ptext);
+	free(otext);
 	tally_exporter_destroy(pe);
 	tally_exporter_destroy(oe);
 	tally_memcg_tree_destroy(t);

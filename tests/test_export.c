@@ -1453,3 +1453,60 @@ TEST(unlimited_memory_limits_are_plus_inf_in_both_formats)
 	tally_exporter_destroy(oe);
 	tally_memcg_tree_destroy(t);
 }
+
+/*
+ * tally_export_buffer_as() writes either format whatever the exporter's
+ * own: the same text as an exporter created with that format, with the
+ * snprintf contract of tally_export_buffer().
+ */
+TEST(buffer_as_writes_either_format_whatever_the_options)
+{
+	struct tally_stats_tree *t = new_tree(TALLY_DESIGN_TALLY);
+	struct tally_exporter *pe, *oe;
+	char *ptext, *otext, *as_p = NULL, *as_o = NULL, small[16] = "x";
+	long n;
+
+	REQUIRE(t);
+	populate(t);
+	pe = new_exporter(TALLY_EXPORT_PROMETHEUS, t, TALLY_FLUSH_FORCE);
+	oe = new_exporter(TALLY_EXPORT_OPENMETRICS, t, TALLY_FLUSH_FORCE);
+	REQUIRE(pe && oe);
+	ptext = export_text(pe);
+	otext = export_text(oe);
+	REQUIRE(ptext && otext);
+	as_p = calloc(1, strlen(ptext) + 1);
+	as_o = calloc(1, strlen(otext) + 1);
+	REQUIRE(as_p && as_o);
+	CHECK_EQ_LONG(tally_export_buffer_as(oe, TALLY_EXPORT_PROMETHEUS, as_p,
+					     strlen(ptext) + 1),
+		      (long)strlen(ptext));
+	CHECK_EQ_LONG(tally_export_buffer_as(pe, TALLY_EXPORT_OPENMETRICS,
+					     as_o, strlen(otext) + 1),
+		      (long)strlen(otext));
+	CHECK(!strcmp(as_p, ptext));
+	CHECK(!strcmp(as_o, otext));
+	CHECK(strstr(as_o, "# EOF\n") && !strstr(as_p, "# EOF"));
+	/* The exporter's own format is untouched by it. */
+	free(ptext);
+	ptext = export_text(pe);
+	CHECK(ptext && !strstr(ptext, "# EOF"));
+	n = tally_export_buffer_as(pe, TALLY_EXPORT_OPENMETRICS, small,
+				   sizeof(small));
+	CHECK_EQ_LONG(n, (long)strlen(otext));
+	CHECK_EQ_LONG(small[0], 0);
+	CHECK_EQ_LONG(tally_export_buffer_as(pe, TALLY_EXPORT_OPENMETRICS,
+					     NULL, 0), (long)strlen(otext));
+	CHECK_EQ_LONG(tally_export_buffer_as(pe, (enum tally_export_format)2,
+					     small, sizeof(small)), -EINVAL);
+	CHECK_EQ_LONG(tally_export_buffer_as(NULL, TALLY_EXPORT_PROMETHEUS,
+					     small, sizeof(small)), -EINVAL);
+	CHECK_EQ_LONG(tally_export_buffer_as(pe, TALLY_EXPORT_PROMETHEUS,
+					     NULL, 1), -EINVAL);
+	free(ptext);
+	free(otext);
+	free(as_p);
+	free(as_o);
+	tally_exporter_destroy(pe);
+	tally_exporter_destroy(oe);
+	tally_stats_tree_destroy(t);
+}

@@ -270,6 +270,30 @@ int tally_exporter_add_memcg(struct tally_exporter *e,
 long tally_export_buffer(struct tally_exporter *e, char *buf, size_t len);
 
 /**
+ * tally_export_buffer_as() - write a snapshot in a given format into a
+ *	caller's buffer.
+ * @e: the exporter.
+ * @format: the text format, whatever the one of @e's options.
+ * @buf: the buffer (may be NULL when @len is 0).
+ * @len: its size.
+ *
+ * As tally_export_buffer(), in @format: what an HTTP server that
+ * negotiates the format with its scraper serves (tally/export_http.h
+ * does).  The metadata of both formats is built when a source is added:
+ * either costs the same.
+ *
+ * Context: MT-safe for different exporters (one thread at a time per exporter);
+ * not async-signal-safe: allocates and takes the trees' locks (the trees'
+ * structure locks, and their flush locks as each tree's mode says).
+ *
+ * Return: the text length, or -EINVAL (NULL @e, unknown @format, NULL
+ * @buf with a non-zero @len), -ENOMEM.
+ */
+long tally_export_buffer_as(struct tally_exporter *e,
+			    enum tally_export_format format, char *buf,
+			    size_t len);
+
+/**
  * tally_export_file() - write a snapshot to a stdio stream.
  * @e: the exporter.
  * @f: the stream, left open and flushed (fflush()).

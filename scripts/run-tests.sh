@@ -18,8 +18,9 @@
 #                             Prometheus tools only unpacked in build/tools;
 #   scripts/check-examples.sh the examples of build/examples print their
 #                             examples/*.expected;
-#   scripts/check-exports.sh  the shared library exports what the headers
-#                             declare, installs, and runs the examples
+#   scripts/check-exports.sh  the shared libraries (libtally and
+#                             libtally_http) export what their headers
+#                             declare, install, and run the examples
 #                             through pkg-config;
 #   scripts/check-plot.sh     `tally plot` on fixtures, hostile JSON, and
 #                             without gnuplot;
@@ -27,7 +28,11 @@
 #                             statuses, info's bounds, the metrics demo.
 #   scripts/check-docs.sh     docs/API.md is what scripts/gen-api-docs.sh
 #                             makes of the headers, and every public
-#                             function's comment has a Context: line.
+#                             function's comment has a Context: line;
+#   scripts/check-prometheus.sh a real Prometheus server (unpacked in
+#                             build/tools) scrapes the HTTP endpoint of
+#                             examples/http_endpoint.c on 127.0.0.1 and
+#                             PromQL returns the values it set.
 # Sanitizer runs get TALLY_TEST_SCALE=0.5 (fewer iterations, shorter
 # stress runs).  Each binary has TALLY_TEST_TIMEOUT seconds (600).
 #
@@ -124,6 +129,7 @@ run_set exports scripts/check-exports.sh
 run_set plot scripts/check-plot.sh
 run_set cli scripts/check-cli.sh
 run_set docs scripts/check-docs.sh
+run_set prometheus scripts/check-prometheus.sh
 
 echo "$total_passed passed, $total_failed failed"
 [ "$total_failed" -eq 0 ]

@@ -74,7 +74,8 @@ fi
 if [ "$target" = demo ] || [ "$target" = test ]; then
 	have gnuplot || need="$need gnuplot-nox"
 fi
-# The benchmarks' baselines: packages they need go here.
+# The benchmarks' baselines (libjemalloc-dev, ...): packages they need go
+# here, and into the allowed list of scripts/check-deps.sh.
 
 root=false
 if [ "$(id -u)" = 0 ] && have apt-get; then

@@ -227,8 +227,10 @@ int tally_exporter_add_stats(struct tally_exporter *e,
  * @opts: the prefix, or NULL for the default.
  *
  * Families, one sample per live group with the label group="PATH":
- * gauges PREFIX_memory_current_bytes (tally_memcg_usage() with
- * %TALLY_MEMCG_READ_PRECISE), PREFIX_memory_peak_bytes, and
+ * gauges PREFIX_memory_current_bytes and PREFIX_memory_peak_bytes (the
+ * page counter and its highest value, stock reservations included in
+ * both, as the kernel's memory.current and memory.peak:
+ * tally_memcg_usage()'s %TALLY_MEMCG_READ_APPROX value), and
  * PREFIX_memory_{min,low,high,max}_bytes (+Inf for
  * %TALLY_MEMCG_UNLIMITED: no limit, or for min and low all of the usage
  * protected); counters PREFIX_memory_events_EVENT_total (memory.events) and

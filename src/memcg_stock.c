@@ -171,13 +171,18 @@ bool memcg_stock_deposit(struct tally_memcg *g, unsigned int cpu, long batch,
 
 	if (memcg_stock_give(g, cpu, batch, cap))
 		return true;
+	if (cpu == NO_CPU)
+		cpu = tally_current_cpu();
+	/* A slot of its own, too full for the batch: no second one. */
+	if (slot_find_atomic(memcg_cpu_slots(g->fast.stock, cpu),
+			     (uintptr_t)g))
+		return false;
 	/* The evicted group may be destroyed and put meanwhile. */
 	token = grace_read_lock();
-	if (cpu == NO_CPU && g->fast.rseq)
+	if (g->fast.rseq)
 		done = install_rseq(g, batch, cap);
 	else
-		done = install_atomic(g, cpu == NO_CPU ? tally_current_cpu() :
-					 cpu, batch);
+		done = install_atomic(g, cpu, batch);
 	grace_read_unlock(token);
 	return done;
 }

@@ -178,6 +178,8 @@ static void print_memcg(struct tally_domain *d)
 	struct tally_memcg_tree *t = NULL;
 	struct tally_memcg_info info;
 	unsigned int cpus = tally_domain_nr_cpus(d ? d : tally_domain_system());
+	const long max_batch =
+		TALLY_MEMCG_MAX_BATCH_FACTOR * TALLY_MEMCG_DEFAULT_BATCH;
 
 	if (tally_memcg_tree_create(&t, &o) ||
 	    tally_memcg_tree_info(t, &info)) {
@@ -185,15 +187,16 @@ static void print_memcg(struct tally_domain *d)
 		tally_memcg_tree_destroy(t);
 		return;
 	}
-	printf("memory groups:    stocks taken %s; an approximate usage read "
-	       "is at most %ld bytes above the exact usage per group of the "
-	       "subtree (2 x batch %ld x %u CPUs; at quiescence)\n",
+	printf("memory groups:    stocks taken %s, %lu bytes per tree (8 "
+	       "slots per CPU, whatever the number of groups); an approximate "
+	       "usage read is at most %ld bytes above the exact usage per "
+	       "group of the subtree, up to 8 groups (2 x max batch %ld x %u "
+	       "CPUs; at quiescence)\n",
 	       info.rseq ? "by rseq (drains restart them with "
 			   "membarrier(PRIVATE_EXPEDITED_RSEQ))"
 			 : "with compare-and-swap (simulated domain, no rseq, "
 			   "or no membarrier())",
-	       2 * TALLY_MEMCG_DEFAULT_BATCH * (long)cpus,
-	       TALLY_MEMCG_DEFAULT_BATCH, cpus);
+	       info.stock_bytes, 2 * max_batch * (long)cpus, max_batch, cpus);
 	tally_memcg_tree_destroy(t);
 }
 

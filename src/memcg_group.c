@@ -147,7 +147,8 @@ int tally_memcg_tree_create(struct tally_memcg_tree **out,
 	if (batch < 1 || batch > (1l << 30))
 		return -EINVAL;
 	max_batch = opts && opts->max_batch ? opts->max_batch :
-		    batch > (1l << 30) / 16 ? (1l << 30) : 16 * batch;
+		    batch > (1l << 30) / TALLY_MEMCG_MAX_BATCH_FACTOR ?
+		    (1l << 30) : TALLY_MEMCG_MAX_BATCH_FACTOR * batch;
 	if (max_batch < batch || max_batch > (1l << 30))
 		return -EINVAL;
 	t = calloc(1, sizeof(*t));

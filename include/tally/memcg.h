@@ -122,6 +122,8 @@ struct tally_memcg_task;
 #define TALLY_MEMCG_UNLIMITED LONG_MAX
 /** Default stock batch: 64 pages of 4 KiB, the kernel's MEMCG_CHARGE_BATCH. */
 #define TALLY_MEMCG_DEFAULT_BATCH (64l * 4096)
+/** The default max_batch, in batches (struct tally_memcg_options). */
+#define TALLY_MEMCG_MAX_BATCH_FACTOR 16l
 /** Deepest group: the root is at depth 0. */
 #define TALLY_MEMCG_MAX_DEPTH 63u
 /** Longest group name, without the terminating NUL. */

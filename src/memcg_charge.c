@@ -108,7 +108,12 @@ static long refill_batch(struct tally_memcg *g)
 		    limit - LOAD(&l->usage) < room)
 			room = limit - LOAD(&l->usage);
 	}
-	batch = room / (4l * t->nr_cpus);
+	/*
+	 * Whole batches: charges of the batch's granularity (pages) then
+	 * empty a slot exactly instead of leaving a remainder no charge can
+	 * use, which would make a charge at the limit drain.
+	 */
+	batch = room / (4l * t->nr_cpus) / t->batch * t->batch;
 	return batch < t->batch ? t->batch :
 	       batch > t->max_batch ? t->max_batch : batch;
 }

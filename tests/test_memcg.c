@@ -2170,7 +2170,7 @@ TEST(refill_batches_grow_far_from_limits_and_shrink_near_them)
 	REQUIRE(set_limit(g, TALLY_MEMCG_MAX, 64 * MB));
 	CHECK_EQ_LONG(stocked(g), 0);	/* setting max drained it */
 	REQUIRE(tally_memcg_charge(g, 4096, 0) == 0);
-	want = 64 * MB / (4 * cpus);
+	want = 64 * MB / (4 * cpus) / base * base;
 	want = want < base ? base : want > top ? top : want;
 	CHECK_EQ_LONG(stocked(g), want);
 	CHECK_EQ_LONG(tally_memcg_uncharge(g, 4096), 0);

@@ -188,9 +188,9 @@ enum tally_memcg_limit {
  * @max_batch: the largest refill, used while every level of the chain is
  *	far from its high and max (default 16 x @batch, at most 1 GiB; set it
  *	to @batch for the kernel's fixed batch).  A refill's batch is the
- *	room left under the nearest high or max divided by 4 x CPUs, within
- *	[@batch, @max_batch]; a group's stock on a CPU holds at most two of
- *	its batches.
+ *	room left under the nearest high or max divided by 4 x CPUs, rounded
+ *	down to a multiple of @batch, within [@batch, @max_batch]; a group's
+ *	stock on a CPU holds at most two of its batches.
  */
 struct tally_memcg_options {
 	struct tally_domain *domain;

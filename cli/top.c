@@ -636,6 +636,11 @@ static int http_response(struct text *t, const struct source *src,
 	*openmetrics = v && vlen >= 26 &&
 		       !strncasecmp(v, "application/openmetrics-text", 26);
 	vlen = (size_t)(t->len - (size_t)(body - t->p));
+	if (vlen > MAX_EXPOSITION) {
+		errorf(err, a, alen, "response over %lu MiB",
+		       MAX_EXPOSITION >> 20);
+		return CLI_EXIT_FAILED;
+	}
 	if ((v = header(t->p, hlen, "Content-Length", &hlen))) {
 		unsigned long long cl = 0;
 		size_t i;
@@ -1145,6 +1150,7 @@ struct section {
 struct model {
 	struct section *secs;
 	size_t nr_secs;
+	size_t too_deep;	/* samples of groups deeper than MAX_DEPTH */
 };
 
 static void model_free(struct model *m)
@@ -1207,65 +1213,78 @@ static bool hash_grow(struct section *s)
 	return true;
 }
 
+/* find_node()'s answers besides a node's index. */
+#define NODE_BAD_PATH SIZE_MAX
+#define NODE_NO_MEMORY (SIZE_MAX - 1)
+#define NODE_TOO_DEEP (SIZE_MAX - 2)
+
 /*
- * The node of @path (created with its ancestors when new): its index, or
- * SIZE_MAX with *@why set (a bad path), or SIZE_MAX - 1 (no memory).
+ * The node of @path, at @depth (its number of names), created with its
+ * ancestors when new; its index or NODE_NO_MEMORY.
  */
-static size_t find_node(struct section *s, const char *path, size_t n,
-			const char **why)
+static size_t add_node(struct section *s, const char *path, size_t n,
+		       unsigned int depth)
 {
 	size_t *slot, parent = SIZE_MAX, k;
-	const char *slash;
-	unsigned int depth = 0;
+	const char *slash = path;
 	struct node *nodes;
 
-	if (n == 0 || path[0] != '/') {
-		*why = "a group path that does not start with '/'";
-		return SIZE_MAX;
-	}
-	if (n > 1 && (path[n - 1] == '/' || memmem(path, n, "//", 2))) {
-		*why = "a group path with an empty name";
-		return SIZE_MAX;
-	}
-	if (2 * (s->nr_nodes + 1) > s->hash_size && !hash_grow(s))
-		return SIZE_MAX - 1;
-	slot = hash_slot(s, path, n);
-	if (*slot != SIZE_MAX)
+	if (s->hash_size && *(slot = hash_slot(s, path, n)) != SIZE_MAX)
 		return *slot;
-	if (n > 1) {
+	if (depth) {
 		slash = path + n - 1;
 		while (*slash != '/')
 			slash--;
-		parent = find_node(s, path, slash == path ? 1 :
-				   (size_t)(slash - path), why);
-		if (parent >= SIZE_MAX - 1)
+		parent = add_node(s, path, slash == path ? 1 :
+				  (size_t)(slash - path), depth - 1);
+		if (parent == NODE_NO_MEMORY)
 			return parent;
-		depth = s->nodes[parent].depth + 1;
-		if (depth > MAX_DEPTH) {
-			*why = "a group deeper than 256 levels";
-			return SIZE_MAX;
-		}
-		/* The hash may have grown for the ancestors. */
-		slot = hash_slot(s, path, n);
-	} else {
-		slash = path;
 	}
+	/* At most half full, counting the ancestors just added. */
+	if (2 * (s->nr_nodes + 1) > s->hash_size && !hash_grow(s))
+		return NODE_NO_MEMORY;
+	slot = hash_slot(s, path, n);
 	nodes = grow_array(s->nodes, &s->cap_nodes, s->nr_nodes + 1,
 			   sizeof(*nodes));
 	if (!nodes)
-		return SIZE_MAX - 1;
+		return NODE_NO_MEMORY;
 	s->nodes = nodes;
 	k = s->nr_nodes++;
 	nodes[k] = (struct node){
 		.path = path,
 		.path_len = n,
-		.name = n > 1 ? slash + 1 : path,
-		.name_len = n > 1 ? (size_t)(path + n - slash - 1) : 1,
+		.name = depth ? slash + 1 : path,
+		.name_len = depth ? (size_t)(path + n - slash - 1) : 1,
 		.parent = parent,
 		.depth = depth,
 	};
 	*slot = k;
 	return k;
+}
+
+/*
+ * The node of @path, created with its ancestors when new: its index, or
+ * NODE_BAD_PATH with *@why set, NODE_TOO_DEEP (deeper than MAX_DEPTH),
+ * NODE_NO_MEMORY.
+ */
+static size_t find_node(struct section *s, const char *path, size_t n,
+			const char **why)
+{
+	unsigned int depth = 0;
+
+	if (n == 0 || path[0] != '/') {
+		*why = "a group path that does not start with '/'";
+		return NODE_BAD_PATH;
+	}
+	if (n > 1 && (path[n - 1] == '/' || memmem(path, n, "//", 2))) {
+		*why = "a group path with an empty name";
+		return NODE_BAD_PATH;
+	}
+	for (const char *p = path; n > 1 && p; p = memchr(p + 1, '/',
+						       n - (size_t)(p + 1 - path)))
+		if (++depth > MAX_DEPTH)
+			return NODE_TOO_DEEP;
+	return add_node(s, path, n, depth);
 }
 
 /* Index of column @name in @s, added when new; SIZE_MAX: no memory. */
@@ -1523,9 +1542,13 @@ static int build_model(const struct exposition *x, struct model *m,
 		if (!sec)
 			continue;
 		node = find_node(sec, s->group, s->group_len, &why);
-		if (node == SIZE_MAX - 1)
+		if (node == NODE_NO_MEMORY)
 			goto nomem;
-		if (node == SIZE_MAX) {
+		if (node == NODE_TOO_DEEP) {
+			m->too_deep++;
+			continue;
+		}
+		if (node == NODE_BAD_PATH) {
 			errorf(err, src, slen, "line %zu: %s", s->line, why);
 			ret = TOP_EXIT_BAD_INPUT;
 			goto out;
@@ -1906,6 +1929,13 @@ static void render_model(const struct model *m, const struct args_view *a,
 		text_str(out, "\nno memory groups or statistics groups: no "
 			      "sample of tally's families with a group "
 			      "label\n");
+	if (m->too_deep) {
+		char note[96];
+
+		snprintf(note, sizeof(note), "\n(%zu samples of groups deeper "
+			 "than %u levels not shown)\n", m->too_deep, MAX_DEPTH);
+		text_str(out, note);
+	}
 }
 
 /* --- the command ---------------------------------------------------------- */
@@ -2243,6 +2273,10 @@ int tally_cmd_top(int argc, char **argv)
 		sigaction(SIGWINCH, &sa, NULL);
 	}
 	st = refresh(&src, &a, &t, &x, &shown, err);
+	if (st && quit_asked) {
+		st = CLI_EXIT_OK;	/* stopped while reading */
+		goto out;
+	}
 	if (st) {
 		fprintf(stderr, "tally: top: %s\n", err);
 		goto out;

@@ -119,9 +119,10 @@ $(BUILD)/examples/%: examples/%.c $(PUBLIC_HEADERS) $(BUILD)/libtally.a Makefile
 # of touching freed memory.  TSan does not model stand-alone fences
 # (-Wno-tsan): tally uses them for store-load ordering on the simulated and
 # no-membarrier paths, never for happens-before.  The runner also runs the
-# examples, scripts/check-exports.sh, scripts/check-cli.sh (the tool) and
-# scripts/check-docs.sh (docs/API.md up to date, every function's Context),
-# and prints the closing "N passed, N failed" line.
+# examples, scripts/check-exports.sh, scripts/check-cli.sh (the tool),
+# scripts/check-top.sh (tally top) and scripts/check-docs.sh (docs/API.md
+# up to date, every function's Context), and prints the closing "N passed,
+# N failed" line.
 test: deps
 	@sh scripts/ensure-deps.sh test
 	$(MAKE) --no-print-directory BUILD=build lib tests examples build/tally

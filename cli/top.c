@@ -122,7 +122,8 @@ static void text_mem(struct text *t, const void *s, size_t n)
 {
 	if (!text_reserve(t, n))
 		return;
-	memcpy(t->p + t->len, s, n);
+	if (n)
+		memcpy(t->p + t->len, s, n);
 	t->len += n;
 	t->p[t->len] = '\0';
 }
@@ -1775,7 +1776,8 @@ static void render_tree(struct view *v, size_t k, struct text *line)
 	if (g->depth > v->a->depth)
 		return;
 	render_row(v, k, line);
-	qsort_r(g->kids, g->nr_kids, sizeof(size_t), cmp_kids, v);
+	if (g->nr_kids > 1)
+		qsort_r(g->kids, g->nr_kids, sizeof(size_t), cmp_kids, v);
 	for (size_t i = 0; i < g->nr_kids; i++)
 		render_tree(v, g->kids[i], line);
 }
@@ -1861,14 +1863,6 @@ static void render_section(struct view *v, const struct section *s)
 			}
 			room -= w;
 		}
-		if (zero || no_room) {
-			snprintf(num, sizeof(num), "; not shown: %zu stats "
-				 "zero everywhere", zero);
-			text_str(&line, zero ? num : "; not shown:");
-			snprintf(num, sizeof(num), "%s %zu for want of room",
-				 zero ? "," : "", no_room);
-			text_str(&line, no_room ? num : "");
-		}
 	}
 	end_line(v, &line);
 	text_str(&line, "GROUP");
@@ -1896,6 +1890,17 @@ static void render_section(struct view *v, const struct section *s)
 			root = k;
 	if (root != SIZE_MAX)
 		render_tree(v, root, &line);
+	/* The stats left out, under the tree: short enough to be read. */
+	if (zero || no_room) {
+		snprintf(num, sizeof(num), "(hidden: %zu zero everywhere",
+			 zero);
+		text_str(&line, zero ? num : "(hidden:");
+		snprintf(num, sizeof(num), "%s %zu past the width", zero ?
+			 "," : "", no_room);
+		text_str(&line, no_room ? num : "");
+		text_str(&line, ")");
+		end_line(v, &line);
+	}
 	text_free(&line);
 	free(v->shown);
 	v->shown = NULL;

@@ -575,8 +575,7 @@ static int http_response(struct text *t, const struct source *src,
 			 bool *openmetrics, char *err)
 {
 	const char *a = src->arg, *body, *v;
-	size_t alen = strlen(a), hlen, vlen;
-	char *end;
+	size_t alen = strlen(a), hlen, vlen, cl_len;
 	unsigned long code;
 
 	body = t->len ? memmem(t->p, t->len, "\r\n\r\n", 4) : NULL;
@@ -598,7 +597,9 @@ static int http_response(struct text *t, const struct source *src,
 		errorf(err, a, alen, "not an HTTP/1.x response");
 		return CLI_EXIT_FAILED;
 	}
-	code = strtoul(t->p + 9, &end, 10);
+	code = (unsigned long)(t->p[9] - '0') * 100 +
+	       (unsigned long)(t->p[10] - '0') * 10 +
+	       (unsigned long)(t->p[11] - '0');
 	if (code != 200) {
 		struct text m = { 0 };
 		const char *reason = t->p + 12;
@@ -642,14 +643,14 @@ static int http_response(struct text *t, const struct source *src,
 		       MAX_EXPOSITION >> 20);
 		return CLI_EXIT_FAILED;
 	}
-	if ((v = header(t->p, hlen, "Content-Length", &hlen))) {
+	if ((v = header(t->p, hlen, "Content-Length", &cl_len))) {
 		unsigned long long cl = 0;
 		size_t i;
 
-		for (i = 0; i < hlen && is_digit(v[i]) && cl < MAX_EXPOSITION * 2;
-		     i++)
+		for (i = 0; i < cl_len && is_digit(v[i]) &&
+			    cl < MAX_EXPOSITION * 2; i++)
 			cl = cl * 10 + (unsigned long long)(v[i] - '0');
-		if (i == 0 || i < hlen) {
+		if (i == 0 || i < cl_len) {
 			errorf(err, a, alen, "bad Content-Length");
 			return CLI_EXIT_FAILED;
 		}
@@ -756,11 +757,9 @@ static int load_file(const struct source *src, struct text *t, char *err)
 
 	/* Non-blocking: opening a FIFO must not wait for a writer. */
 	fd = open(a, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-	if (fd < 0) {
-		errorf(err, a, alen, "%s", strerror(errno));
-		return CLI_EXIT_FAILED;
-	}
-	if (fstat(fd, &st))
+	if (fd < 0)
+		e = errno;
+	else if (fstat(fd, &st))
 		e = errno;
 	else if (!S_ISREG(st.st_mode))
 		e = S_ISDIR(st.st_mode) ? EISDIR : EINVAL;
@@ -784,12 +783,16 @@ static int load_file(const struct source *src, struct text *t, char *err)
 		if (t->len > MAX_EXPOSITION)
 			e = EFBIG;
 	}
-	close(fd);
+	if (fd >= 0)
+		close(fd);
 	if (e == EINVAL)
 		errorf(err, a, alen, "not a regular file (give a textfile "
 		       "or an http:// URL)");
 	else if (e == EFBIG)
 		errorf(err, a, alen, "larger than %lu MiB", MAX_EXPOSITION >> 20);
+	else if (e == ENOENT && strchr(a, ':'))
+		errorf(err, a, alen, "%s (a URL starts with http://)",
+		       strerror(e));
 	else if (e)
 		errorf(err, a, alen, "%s", strerror(e));
 	if (e)
@@ -1634,10 +1637,7 @@ static void fmt_value(char *out, size_t size, double v, bool bytes,
 }
 
 struct view {
-	const struct args_view {
-		enum sort_key sort;
-		unsigned int depth;
-	} *a;
+	const struct top_args *a;	/* --sort, --depth */
 	size_t width;		/* columns of a line */
 	size_t name_cols;
 	const struct section *sec;
@@ -1907,7 +1907,7 @@ static void render_section(struct view *v, const struct section *s)
 }
 
 /* One frame of @m into @out. */
-static void render_model(const struct model *m, const struct args_view *a,
+static void render_model(const struct model *m, const struct top_args *a,
 			 size_t width, struct text *out)
 {
 	struct view v = { .a = a, .width = width, .out = out };
@@ -2165,7 +2165,6 @@ static int show(const struct source *src, const struct top_args *a,
 		const struct model *m, const char *failure, bool tty,
 		bool live)
 {
-	struct args_view av = { a->sort, a->depth };
 	struct text out = { 0 }, line = { 0 };
 	size_t rows, width = frame_width(tty, &rows), n;
 	char stamp[64] = "";
@@ -2200,7 +2199,7 @@ static int show(const struct source *src, const struct top_args *a,
 		text_str(&out, "\n");
 	}
 	text_free(&line);
-	render_model(m, &av, width, &out);
+	render_model(m, a, width, &out);
 	if (tty && rows > 1) {
 		/* No scrolling: the frame stops at the terminal's bottom. */
 		const char *p = out.p;
@@ -2253,6 +2252,9 @@ int tally_cmd_top(int argc, char **argv)
 	if (st)
 		return st > 0 ? CLI_EXIT_OK : CLI_EXIT_USAGE;
 	src.arg = a.source;
+	/* Non-ASCII reaches the terminal only when it speaks UTF-8. */
+	setlocale(LC_CTYPE, "");
+	utf8_terminal = !strcmp(nl_langinfo(CODESET), "UTF-8");
 	if (looks_like_url(a.source) || !strncasecmp(a.source, "http:", 5)) {
 		const char *why = strlen(a.source) > MAX_URL + 300
 					  ? "URL too long"
@@ -2265,8 +2267,6 @@ int tally_cmd_top(int argc, char **argv)
 		}
 		src.http = true;
 	}
-	setlocale(LC_CTYPE, "");
-	utf8_terminal = !strcmp(nl_langinfo(CODESET), "UTF-8");
 	tty = !a.once && isatty(STDOUT_FILENO);
 	if (!a.once) {
 		struct sigaction sa = { .sa_handler = on_quit };

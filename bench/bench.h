@@ -66,4 +66,26 @@ int tally_bench_export(int argc, char **argv);
  */
 int tally_bench_charge(int argc, char **argv);
 
+/**
+ * tally_bench_churn() - `tally bench churn`: a memory group per query
+ *	(create, charge, destroy, uncharge, put) at a steady rate; resident
+ *	memory and descriptors must stay flat.
+ * @argc: argument count, argv[0] being "churn".
+ * @argv: the arguments.
+ *
+ * Return: 0, 1 on failure, 2 on a bad command line.
+ */
+int tally_bench_churn(int argc, char **argv);
+
+/**
+ * tally_bench_scale() - `tally bench scale`: memory groups as trees and
+ *	machines grow: stock memory, a refusal's drain, charges beside
+ *	groups above high.
+ * @argc: argument count, argv[0] being "scale".
+ * @argv: the arguments.
+ *
+ * Return: 0, 1 on failure, 2 on a bad command line.
+ */
+int tally_bench_scale(int argc, char **argv);
+
 #endif /* TALLY_BENCH_H */

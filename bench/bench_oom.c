@@ -2,8 +2,8 @@
 /*
  * bench_oom.c - `tally bench oom`: choosing a victim among N tasks on a
  * simulated domain of C CPUs, the precise scan (every task's counters
- * summed over every CPU, the kernel before seed 002) against the 2-pass
- * selection (tally/oom.h), on the same tasks in the same run.
+ * summed over every CPU, the kernel without a 2-pass selection) against
+ * the 2-pass selection (tally/oom.h), on the same tasks in the same run.
  *
  * Tasks: resident sizes drawn like a real machine's - 90% small (1 to
  * 64 MiB), 9% medium (64 MiB to 1 GiB), 1% large (1 to 8 GiB), log-uniform
@@ -44,7 +44,7 @@
 #define EVICT_BYTES (128ul << 20)
 #define SEED 0x0cc1a5e5ull
 
-/* The E7 rows: tasks x CPUs. */
+/* The default rows: tasks x CPUs. */
 static const struct config {
 	unsigned int tasks, cpus;
 } default_configs[] = {

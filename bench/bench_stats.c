@@ -26,13 +26,13 @@
  *              CPUs, 2,000 groups (50 x 40) with 8 updates each on 384
  *              CPUs, each update on a random CPU; best of 30 (the flush
  *              engine's cost, not the sharing).
- *   readers    seed 001's test scaled to 2 cores.  A 50 x 5 tree; writers
- *              update random stats of random leaves in a tight loop; R
- *              reader threads per CPU sleep until their next period P
+ *   readers    a kernel flushing test scaled to 2 cores.  A 50 x 5 tree;
+ *              writers update random stats of random leaves in a tight
+ *              loop; R reader threads per CPU sleep until their next period P
  *              (absolute deadlines, random start phase) and read the
  *              snapshot of a random group with TALLY_FLUSH_IF_NEEDED, what
  *              memory.stat readers get.  Faithful rows: 26 per CPU, the
- *              seed's 10,000 readers on 384 CPUs, at 10 and 100 ms; one
+ *              test's 10,000 readers on 384 CPUs, at 10 and 100 ms; one
  *              overload row: 500 per CPU (1,000 readers on 2 CPUs) at
  *              10 ms.
  *              Checker threads each own a stat and a leaf: every
@@ -133,7 +133,7 @@ static const struct create_shape {
 #define NR_CREATE_SHAPES ARRAY_SIZE(create_shapes)
 
 /*
- * Section 4's rows.  Seed 001's test ran 10,000 readers on 384 CPUs, 26
+ * Section 4's rows.  The kernel test ran 10,000 readers on 384 CPUs, 26
  * per CPU: the faithful rows keep that many per CPU this process may run
  * on, at each period; the overload row runs 500 per CPU (what 1,000
  * readers are on 2 CPUs) at the first period.

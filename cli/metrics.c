@@ -37,7 +37,9 @@ static const char *const demo_units[NR_DEMO_STATS] = { "bytes", "bytes" };
 struct metrics_args {
 	bool demo, pid;
 	enum tally_export_format format;
-	const char *output, *instance;
+	const char *output;
+	struct tally_export_label labels[TALLY_EXPORT_MAX_LABELS];
+	unsigned int nr_labels;
 };
 
 struct demo {
@@ -49,7 +51,7 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: tally metrics --demo [--format prometheus|openmetrics] [-o FILE]\n"
-		"                     [--instance NAME] [--pid]\n"
+		"                     [--label NAME=VALUE]... [--pid]\n"
 		"\n"
 		"Build a small statistics tree (tenant-a/web, tenant-a/db, tenant-b/batch),\n"
 		"run two threads of activity on it and print its export: the text a\n"
@@ -61,7 +63,9 @@ static void usage(FILE *f)
 		"  -o, --output FILE  replace FILE atomically instead of printing (for\n"
 		"                     node_exporter's textfile collector: a *.prom file\n"
 		"                     in its directory, prometheus format)\n"
-		"  --instance NAME    add the label instance=\"NAME\" to every sample\n"
+		"  --label NAME=VALUE add the label NAME=\"VALUE\" to every sample (up to\n"
+		"                     16; not instance nor job, which Prometheus sets\n"
+		"                     when it scrapes)\n"
 		"  --pid              add the label pid=\"N\" (this process) to every sample\n"
 		"  -h, --help         show this help\n");
 }
@@ -85,9 +89,27 @@ static int option(int opt, char *arg, void *ctx)
 	case 'o':
 		a->output = arg;
 		break;
-	case 'i':
-		a->instance = arg;
+	case 'l': {
+		char *eq = strchr(arg, '=');
+
+		if (!eq || eq == arg)
+			return bench_bad_value(CMD, "--label (NAME=VALUE)", arg,
+					       usage);
+		if (a->nr_labels == TALLY_EXPORT_MAX_LABELS)
+			return bench_bad_usage(CMD, "more than 16 --label", arg,
+					       usage);
+		*eq = '\0';
+		if (!strcmp(arg, "instance") || !strcmp(arg, "job")) {
+			*eq = '=';
+			return bench_bad_usage(CMD, "instance and job are set "
+					       "by Prometheus when it scrapes: "
+					       "use another label name", arg,
+					       usage);
+		}
+		a->labels[a->nr_labels++] =
+			(struct tally_export_label){ arg, eq + 1 };
 		break;
+	}
 	case 'p':
 		a->pid = true;
 		break;
@@ -102,7 +124,7 @@ static int parse(struct metrics_args *a, int argc, char **argv)
 		{ "demo", no_argument, NULL, 'd' },
 		{ "format", required_argument, NULL, 'f' },
 		{ "output", required_argument, NULL, 'o' },
-		{ "instance", required_argument, NULL, 'i' },
+		{ "label", required_argument, NULL, 'l' },
 		{ "pid", no_argument, NULL, 'p' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -191,7 +213,6 @@ static int build_demo(struct tally_stats_tree **out)
 int tally_cmd_metrics(int argc, char **argv)
 {
 	struct metrics_args a = { 0 };
-	struct tally_export_label instance = { "instance", NULL };
 	struct tally_export_stats_options so = {
 		.units = demo_units,
 		.mode = TALLY_FLUSH_FORCE,
@@ -203,17 +224,17 @@ int tally_cmd_metrics(int argc, char **argv)
 
 	if (err)
 		return err > 0 ? CLI_EXIT_OK : CLI_EXIT_USAGE;
-	instance.value = a.instance;
 	err = build_demo(&t);
 	if (!err) {
 		struct tally_export_options o = {
 			.format = a.format,
-			.labels = &instance,
-			.nr_labels = a.instance ? 1 : 0,
+			.labels = a.labels,
+			.nr_labels = a.nr_labels,
 			.pid = a.pid,
 		};
 
-		step = "the exporter";
+		step = "the exporter (a --label NAME is letters, digits and "
+		       "'_', not group, not pid with --pid, not twice)";
 		err = tally_exporter_create(&e, &o);
 	}
 	if (!err)

@@ -72,6 +72,10 @@ static const struct command bench_commands[] = {
 	  "Prometheus/OpenMetrics export of a 1,000 x 10 tree" },
 	{ "charge", tally_bench_charge,
 	  "memory charging: tally vs kernel, ClickHouse, page counter" },
+	{ "churn", tally_bench_churn,
+	  "a memory group per query: rate, memory and descriptors flat" },
+	{ "scale", tally_bench_scale,
+	  "memory groups at 64-4096 CPUs: stock memory, drains, high" },
 	{ NULL, NULL, NULL },
 };
 

@@ -3,6 +3,7 @@
  * export.c - a statistics tree exported in the Prometheus text format:
  * printed here, or written atomically for node_exporter's textfile
  * collector when a path is given ("export /var/lib/node_exporter/app.prom").
+ * No instance or job label: Prometheus adds them when it scrapes.
  *
  *	cc export.c $(pkg-config --cflags --libs tally)
  */
@@ -17,9 +18,6 @@ static const char *const units[] = { "bytes", NULL };
 
 int main(int argc, char **argv)
 {
-	struct tally_export_label instance = { "instance", "web-1" };
-	struct tally_export_options opts = { .labels = &instance,
-					     .nr_labels = 1 };
 	struct tally_export_stats_options tree_opts = {
 		.units = units,
 		.mode = TALLY_FLUSH_FORCE,	/* exact: accuracy bound 0 */
@@ -36,7 +34,7 @@ int main(int argc, char **argv)
 	CHECK(tally_stats_mod(web, 1, 2));
 	CHECK(tally_stats_mod(tenant, 1, 1));
 
-	CHECK(tally_exporter_create(&e, &opts));
+	CHECK(tally_exporter_create(&e, NULL));	/* Prometheus 0.0.4 */
 	CHECK(tally_exporter_add_stats(e, t, &tree_opts));
 	if (argc > 1)
 		CHECK(tally_export_textfile(e, argv[1]));	/* 0644 */

@@ -187,6 +187,10 @@ int main(void)
 	CHECK(tally_memcg_destroy(alice));
 	CHECK(tally_memcg_destroy(bob));
 	CHECK(tally_memcg_destroy(tenants));
+	/* The handles are references: destroyed groups are freed now. */
+	tally_memcg_put(alice);
+	tally_memcg_put(bob);
+	tally_memcg_put(tenants);
 	tally_memcg_tree_destroy(tree);
 	return 0;
 }

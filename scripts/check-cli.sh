@@ -3,7 +3,9 @@
 # command, error prefixes and exit statuses (0 done, 1 failed, 2 bad
 # command line), `tally info` against the bounds of include/tally/counter.h,
 # and `tally metrics --demo` through promtool and the OpenMetrics parser
-# (installed by scripts/ensure-deps.sh test; a missing one fails).
+# (the package prometheus unpacked into build/tools, and Debian's python3
+# with its prometheus_client, by scripts/ensure-deps.sh test; a missing one
+# fails).
 # Prints like a test binary: PASS/FAIL lines, last "N passed, N failed".
 set -u
 cd "$(dirname "$0")/.." || exit 1
@@ -132,21 +134,39 @@ run metrics --demo
 cp "$tmp/out" "$tmp/demo.prom"
 expect cli_metrics_demo_prints_prometheus_text 0 \
 	'^tally_hier_anon_bytes\{group="/"\} 5120000$'
-if command -v promtool >/dev/null 2>&1; then
-	if promtool check metrics < "$tmp/demo.prom" > "$tmp/why" 2>&1; then
+promtool=build/tools/prometheus/usr/bin/promtool
+if [ -x "$promtool" ]; then
+	if "$promtool" check metrics < "$tmp/demo.prom" > "$tmp/why" 2>&1; then
 		pass cli_metrics_demo_passes_promtool
 	else
 		fail cli_metrics_demo_passes_promtool "$tmp/why"
 	fi
 else
-	echo "promtool is missing: apt-get install prometheus" > "$tmp/why"
+	echo "$promtool is missing: scripts/ensure-deps.sh test unpacks" \
+		"the Debian package prometheus there" > "$tmp/why"
 	fail cli_metrics_demo_passes_promtool "$tmp/why"
 fi
-run metrics --demo --format openmetrics --instance "web-1" --pid
+run metrics --demo --format openmetrics --label host=web-1 \
+	--label 'zone=eu "1"' --pid
 cp "$tmp/out" "$tmp/demo.om"
 expect cli_metrics_demo_openmetrics_ends_with_eof 0 '^# EOF$'
-expect cli_metrics_demo_labels_instance_and_pid 0 \
-	'^tally_local_pgfault_total\{group="/tenant-a/db",instance="web-1",pid="[0-9]+"\} 2000$'
+expect cli_metrics_demo_labels_and_pid_follow_group 0 \
+	'^tally_local_pgfault_total\{group="/tenant-a/db",host="web-1",zone="eu \\"1\\"",pid="[0-9]+"\} 2000$'
+# Prometheus sets instance and job when it scrapes: refused, and said so.
+for l in instance=web-1 job=app; do
+	run metrics --demo --label "$l"
+	expect_error "cli_metrics_label_${l%%=*}_is_refused" 2
+	if grep -q 'set by Prometheus' "$tmp/err"; then
+		pass "cli_metrics_label_${l%%=*}_refusal_says_why"
+	else
+		cp "$tmp/err" "$tmp/why"
+		fail "cli_metrics_label_${l%%=*}_refusal_says_why" "$tmp/why"
+	fi
+done
+run metrics --demo --label 'a b=1'
+expect_error cli_metrics_bad_label_name_fails 1
+run metrics --demo --label novalue
+expect_error cli_metrics_label_without_value_is_a_usage_error 2
 if /usr/bin/python3 -c '
 import sys
 from prometheus_client.openmetrics.parser import text_string_to_metric_families

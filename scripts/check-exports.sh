@@ -1,18 +1,24 @@
 #!/bin/sh
-# Check the shared library of BUILD (default build) as a user gets it:
-#   - its soname is libtally.so.0 and the build's symlinks lead to it;
-#   - it exports exactly what include/tally/ declares (scripts/gen-exports.sh
-#     list), all under version node TALLY_0.1, and its exported variables
-#     are the extern tally_ variables the compiler sees in the headers'
-#     debug information (a second opinion on gen-exports.sh's parsing);
-#   - `make install` into a staging DESTDIR lays out the library, its
-#     symlinks, the headers, tally.pc and the tool; LIBDIR moves the
-#     library and tally.pc follows; `make uninstall` removes every file;
+# Check the shared libraries of BUILD (default build) as a user gets them:
+#   - libtally's soname is libtally.so.0 and the build's symlinks lead to
+#     it; libtally_http's (the HTTP endpoint) libtally_http.so.0, likewise;
+#   - libtally exports exactly what include/tally/ declares but
+#     export_http.h (scripts/gen-exports.sh list tally), all under version
+#     node TALLY_0.1, and its exported variables are the extern tally_
+#     variables the compiler sees in the headers' debug information (a
+#     second opinion on gen-exports.sh's parsing); libtally_http exports
+#     exactly what export_http.h declares, under TALLY_HTTP_0.1;
+#   - libtally needs no libmicrohttpd, libtally_http needs it and
+#     libtally.so.0;
+#   - `make install` into a staging DESTDIR lays out the libraries, their
+#     symlinks, the headers, tally.pc, tally_http.pc and the tool; LIBDIR
+#     moves the libraries and the .pc files follow; `make uninstall`
+#     removes every file;
 #   - every example compiles (-std=c11 -Wall -Wextra -Werror) from the
-#     installed headers with `pkg-config --cflags --libs tally`, links
-#     against the installed libtally.so.0 (no copy of tally inside), and
-#     prints what it prints when linked statically (check_examples in
-#     testlib.sh).
+#     installed headers with `pkg-config --cflags --libs tally` (tally_http
+#     for examples/http_*.c), links against the installed libtally.so.0
+#     (and libtally_http.so.0; no copy of tally inside), and prints what it
+#     prints when linked statically (check_examples in testlib.sh).
 # Prints like a test binary: PASS/FAIL lines, last "N passed, N failed".
 set -u
 cd "$(dirname "$0")/.." || exit 1
@@ -22,6 +28,7 @@ build=${1:-build}
 cc=${CC:-gcc}
 version=$(header_version)
 so=$build/libtally.so.$version
+http_so=$build/libtally_http.so.$version
 prefix=/opt/tally
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -33,56 +40,91 @@ differ() {
 	LC_ALL=C comm -13 "$1" "$2" | sed "s/^/$4 only: /"
 }
 
-if [ ! -f "$so" ]; then
-	echo "$so is missing: run make lib" > "$why"
-	fail shared_library_is_built "$why"
-	finish
-	exit 1
-fi
+for f in "$so" "$http_so"; do
+	if [ ! -f "$f" ]; then
+		echo "$f is missing: run make lib (HTTP=yes)" > "$why"
+		fail shared_libraries_are_built "$why"
+		finish
+		exit 1
+	fi
+done
 
-soname=$(readelf -d "$so" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
-if [ "$soname" = libtally.so.0 ]; then
-	pass shared_library_soname_is_libtally_so_0
-else
-	echo "soname: '$soname'" > "$why"
-	fail shared_library_soname_is_libtally_so_0 "$why"
-fi
-
-# links DIR: the two symlinks of DIR lead to the real file.
+# links DIR LIB: the two symlinks of DIR lead to LIB's real file.
 links() {
-	[ "$(readlink "$1/libtally.so.0")" = "libtally.so.$version" ] &&
-	[ "$(readlink "$1/libtally.so")" = libtally.so.0 ] &&
-	[ -f "$1/libtally.so.$version" ] && [ ! -L "$1/libtally.so.$version" ]
+	[ "$(readlink "$1/$2.so.0")" = "$2.so.$version" ] &&
+	[ "$(readlink "$1/$2.so")" = "$2.so.0" ] &&
+	[ -f "$1/$2.so.$version" ] && [ ! -L "$1/$2.so.$version" ]
 }
-if links "$build"; then
-	pass build_symlinks_lead_to_the_shared_library
-else
-	ls -l "$build"/libtally.so* > "$why" 2>&1
-	fail build_symlinks_lead_to_the_shared_library "$why"
-fi
 
-# Exported: every defined dynamic symbol but the version node itself.
-nm -D --defined-only "$so" | awk '$2 != "A" { print $2, $3 }' \
-	> "$tmp/dyn"
-sed 's/^[^ ]* //; s/@.*//' "$tmp/dyn" | LC_ALL=C sort -u > "$tmp/exported"
-if ! CC="$cc" sh scripts/gen-exports.sh list > "$tmp/declared"; then
-	echo "scripts/gen-exports.sh list failed" > "$why"
-	fail exports_are_exactly_the_header_declarations "$why"
-elif [ ! -s "$tmp/declared" ]; then
-	echo "scripts/gen-exports.sh found no declaration" > "$why"
-	fail exports_are_exactly_the_header_declarations "$why"
-elif cmp -s "$tmp/declared" "$tmp/exported"; then
-	pass exports_are_exactly_the_header_declarations
-else
-	differ "$tmp/declared" "$tmp/exported" declared exported > "$why"
-	fail exports_are_exactly_the_header_declarations "$why"
-fi
+# check_library LIB NODE: soname, symlinks, exports and their version.
+check_library() {
+	lib=$1
+	node=$2
+	file=$build/$lib.so.$version
+	soname=$(readelf -d "$file" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
+	if [ "$soname" = "$lib.so.0" ]; then
+		pass "${lib}_soname_is_${lib}_so_0"
+	else
+		echo "soname: '$soname'" > "$why"
+		fail "${lib}_soname_is_${lib}_so_0" "$why"
+	fi
+	if links "$build" "$lib"; then
+		pass "${lib}_build_symlinks_lead_to_the_shared_library"
+	else
+		ls -l "$build/$lib".so* > "$why" 2>&1
+		fail "${lib}_build_symlinks_lead_to_the_shared_library" "$why"
+	fi
+	# Exported: every defined dynamic symbol but the version node.
+	nm -D --defined-only "$file" | awk '$2 != "A" { print $2, $3 }' \
+		> "$tmp/dyn"
+	sed 's/^[^ ]* //; s/@.*//' "$tmp/dyn" | LC_ALL=C sort -u \
+		> "$tmp/exported"
+	test=${lib}_exports_are_exactly_its_header_declarations
+	if ! CC="$cc" sh scripts/gen-exports.sh list "${lib#lib}" \
+		> "$tmp/declared"; then
+		echo "scripts/gen-exports.sh list ${lib#lib} failed" > "$why"
+		fail "$test" "$why"
+	elif [ ! -s "$tmp/declared" ]; then
+		echo "scripts/gen-exports.sh found no declaration" > "$why"
+		fail "$test" "$why"
+	elif cmp -s "$tmp/declared" "$tmp/exported"; then
+		pass "$test"
+	else
+		differ "$tmp/declared" "$tmp/exported" declared exported \
+			> "$why"
+		fail "$test" "$why"
+	fi
+	if awk -v node="$node" '
+		substr($2, length($2) - length(node) - 1) != "@@" node {
+			bad = 1
+			print "not under " node ": " $2
+		}
+		END { exit bad }' "$tmp/dyn" > "$why"; then
+		pass "${lib}_exports_have_version_$(echo "$node" | tr . _)"
+	else
+		fail "${lib}_exports_have_version_$(echo "$node" | tr . _)" \
+			"$why"
+	fi
+}
+check_library libtally_http TALLY_HTTP_0.1
+# Last: the variables' check below reads libtally's $tmp/dyn.
+check_library libtally TALLY_0.1
 
-if awk '$2 !~ /@@TALLY_0\.1$/ { bad = 1; print "unversioned: " $2 }
-	END { exit bad }' "$tmp/dyn" > "$why"; then
-	pass exports_have_version_TALLY_0_1
+needed() {
+	readelf -d "$1" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'
+}
+if needed "$so" | grep -q microhttpd; then
+	needed "$so" > "$why"
+	fail libtally_needs_no_libmicrohttpd "$why"
 else
-	fail exports_have_version_TALLY_0_1 "$why"
+	pass libtally_needs_no_libmicrohttpd
+fi
+if needed "$http_so" | grep -qx 'libmicrohttpd\.so\.[0-9]*' &&
+   needed "$http_so" | grep -qx libtally.so.0; then
+	pass libtally_http_needs_libmicrohttpd_and_libtally
+else
+	needed "$http_so" > "$why"
+	fail libtally_http_needs_libmicrohttpd_and_libtally "$why"
 fi
 
 # Variables: exported data objects vs the external variables gcc describes
@@ -123,10 +165,13 @@ fi
 dest=$tmp/dest
 root=$dest$prefix
 if env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s --no-print-directory \
-	install BUILD="$build" DESTDIR="$dest" PREFIX="$prefix" > "$why" 2>&1 &&
-   links "$root/lib" && [ -f "$root/lib/libtally.a" ] &&
+	install BUILD="$build" HTTP=yes DESTDIR="$dest" PREFIX="$prefix" \
+	> "$why" 2>&1 &&
+   links "$root/lib" libtally && [ -f "$root/lib/libtally.a" ] &&
+   links "$root/lib" libtally_http && [ -f "$root/lib/libtally_http.a" ] &&
    diff -r include/tally "$root/include/tally" >> "$why" 2>&1 &&
-   grep -qx "prefix=$prefix" "$root/lib/pkgconfig/tally.pc"; then
+   grep -qx "prefix=$prefix" "$root/lib/pkgconfig/tally.pc" &&
+   grep -qx "prefix=$prefix" "$root/lib/pkgconfig/tally_http.pc"; then
 	pass install_stages_library_symlinks_headers_and_pkgconfig
 else
 	find "$dest" >> "$why" 2>&1
@@ -144,11 +189,14 @@ fi
 dest2=$tmp/dest2
 mk() {
 	env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s --no-print-directory \
-		"$1" BUILD="$build" DESTDIR="$dest2" PREFIX="$prefix" \
+		"$1" BUILD="$build" HTTP=yes DESTDIR="$dest2" PREFIX="$prefix" \
 		LIBDIR="$prefix/lib64" > "$why" 2>&1
 }
-if mk install && links "$dest2$prefix/lib64" && [ ! -e "$dest2$prefix/lib" ] &&
-   grep -qx "libdir=$prefix/lib64" "$dest2$prefix/lib64/pkgconfig/tally.pc"
+if mk install && links "$dest2$prefix/lib64" libtally &&
+   links "$dest2$prefix/lib64" libtally_http && [ ! -e "$dest2$prefix/lib" ] &&
+   grep -qx "libdir=$prefix/lib64" "$dest2$prefix/lib64/pkgconfig/tally.pc" &&
+   grep -qx "libdir=$prefix/lib64" \
+	"$dest2$prefix/lib64/pkgconfig/tally_http.pc"
 then
 	pass install_honours_libdir
 else
@@ -168,11 +216,13 @@ PKG_CONFIG_SYSROOT_DIR=$dest
 export PKG_CONFIG_LIBDIR PKG_CONFIG_SYSROOT_DIR
 unset PKG_CONFIG_PATH
 if [ "$(pkg-config --modversion tally 2>&1)" = "$version" ] &&
-   flags=$(pkg-config --cflags --libs tally 2> "$why"); then
-	pass pkg_config_finds_the_installed_tally
+   flags=$(pkg-config --cflags --libs tally 2> "$why") &&
+   [ "$(pkg-config --modversion tally_http 2>&1)" = "$version" ] &&
+   http_flags=$(pkg-config --cflags --libs tally_http 2>> "$why"); then
+	pass pkg_config_finds_the_installed_tally_and_tally_http
 else
-	pkg-config --modversion tally >> "$why" 2>&1
-	fail pkg_config_finds_the_installed_tally "$why"
+	pkg-config --modversion tally tally_http >> "$why" 2>&1
+	fail pkg_config_finds_the_installed_tally_and_tally_http "$why"
 	finish
 	exit 1
 fi
@@ -183,21 +233,31 @@ for src in examples/*.c; do
 	name=${name%.c}
 	bin=$tmp/bin/$name
 	test=example_${name}_links_to_the_installed_shared_library
-	# $flags: word splitting wanted.
+	ex_flags=$flags
+	want=libtally.so.0
+	case "$name" in
+	http_*)
+		ex_flags=$http_flags
+		want="libtally_http.so.0 libtally.so.0"
+		;;
+	esac
+	# $ex_flags: word splitting wanted.
 	if ! $cc -std=c11 -O2 -Wall -Wextra -Werror -o "$bin" "$src" \
-		$flags > "$why" 2>&1; then
+		$ex_flags > "$why" 2>&1; then
 		fail "$test" "$why"
 		continue
 	fi
 	needed=$(readelf -d "$bin" |
-		sed -n 's/.*(NEEDED).*\[\(libtally.*\)\]/\1/p')
+		sed -n 's/.*(NEEDED).*\[\(libtally.*\)\]/\1/p' | sort -r |
+		tr '\n' ' ')
+	needed=${needed% }
 	# Code of tally in the program: linked statically.  (Its variables
 	# may be there: copy relocations of the library's, versioned.)
 	copied=$(nm -g --defined-only "$bin" |
 		awk '$2 ~ /^[TW]$/ && $3 ~ /^tally_/ { print $3 }')
 	loaded=$(LD_LIBRARY_PATH=$root/lib ldd "$bin" |
 		awk '$1 == "libtally.so.0" { print $3 }')
-	if [ "$needed" = libtally.so.0 ] && [ -z "$copied" ] &&
+	if [ "$needed" = "$want" ] && [ -z "$copied" ] &&
 	   [ "$loaded" = "$root/lib/libtally.so.0" ]; then
 		pass "$test"
 	else

@@ -12,10 +12,15 @@
 #                             report);
 #   build/tsan/tests/test_*   once (TSan, halting on any report);
 # then the checks, which print like a test binary:
+#   scripts/check-deps.sh     scripts/ensure-deps.sh with fake apt-get and
+#                             id: installs only service-free packages,
+#                             --no-install-recommends, named first; the
+#                             Prometheus tools only unpacked in build/tools;
 #   scripts/check-examples.sh the examples of build/examples print their
 #                             examples/*.expected;
-#   scripts/check-exports.sh  the shared library exports what the headers
-#                             declare, installs, and runs the examples
+#   scripts/check-exports.sh  the shared libraries (libtally and
+#                             libtally_http) export what their headers
+#                             declare, install, and run the examples
 #                             through pkg-config;
 #   scripts/check-plot.sh     `tally plot` on fixtures, hostile JSON, and
 #                             without gnuplot;
@@ -26,7 +31,14 @@
 #                             hostile input and every error status.
 #   scripts/check-docs.sh     docs/API.md is what scripts/gen-api-docs.sh
 #                             makes of the headers, and every public
-#                             function's comment has a Context: line.
+#                             function's comment has a Context: line;
+#   scripts/check-readme.sh   the complete programs of README.md and
+#                             docs/*.md compile, run and print what the
+#                             docs say.
+#   scripts/check-prometheus.sh a real Prometheus server (unpacked in
+#                             build/tools) scrapes the HTTP endpoint of
+#                             examples/http_endpoint.c on 127.0.0.1 and
+#                             PromQL returns the values it set.
 # Sanitizer runs get TALLY_TEST_SCALE=0.5 (fewer iterations, shorter
 # stress runs).  Each binary has TALLY_TEST_TIMEOUT seconds (600).
 #
@@ -117,12 +129,15 @@ run_set nomembarrier 'build/tests/test_stats* build/tests/test_memcg*' \
 run_set inject 'build/inject/tests/test_*'
 run_set asan 'build/asan/tests/test_*' TALLY_TEST_SCALE=0.5 "$asan" "$ubsan"
 run_set tsan 'build/tsan/tests/test_*' TALLY_TEST_SCALE=0.5 "$tsan"
+run_set deps scripts/check-deps.sh
 run_set examples scripts/check-examples.sh
 run_set exports scripts/check-exports.sh
 run_set plot scripts/check-plot.sh
 run_set cli scripts/check-cli.sh
 run_set top scripts/check-top.sh
 run_set docs scripts/check-docs.sh
+run_set readme scripts/check-readme.sh
+run_set prometheus scripts/check-prometheus.sh
 
 echo "$total_passed passed, $total_failed failed"
 [ "$total_failed" -eq 0 ]

@@ -4,7 +4,7 @@
  * formats (tally/export.h).
  *
  * An exporter is a list of sources, each with its families (metric name,
- * kind, the metadata lines already rendered in the exporter's format),
+ * kind, the metadata lines already rendered in both formats),
  * and the set of every metric name its families claim (a counter "x"
  * claims x, x_total and x_created; a gauge its name), kept sorted: adding
  * a source whose names meet a claimed one fails, so no export can hold a
@@ -80,9 +80,10 @@ struct family {
 	bool per_row;
 	unsigned int col;
 	bool counter;
+	bool limit;		/* TALLY_MEMCG_UNLIMITED is written +Inf */
 	char *sample;		/* sample name: NAME, or NAME_total */
 	size_t sample_len;
-	char *meta;		/* HELP, TYPE (and UNIT) lines */
+	char *meta[2];		/* HELP, TYPE (and UNIT) lines, per format */
 };
 
 /*
@@ -332,8 +333,12 @@ static int check_labels(const struct tally_export_options *o)
 	for (unsigned int i = 0; i < o->nr_labels; i++) {
 		const char *name = o->labels[i].name;
 
+		/* instance and job are the target's labels, set by
+		 * Prometheus at scrape time: one in the exposition would be
+		 * renamed exported_instance or exported_job. */
 		if (!valid_identifier(name, TALLY_EXPORT_PREFIX_MAX) ||
 		    !o->labels[i].value || !strcmp(name, "group") ||
+		    !strcmp(name, "instance") || !strcmp(name, "job") ||
 		    (o->pid && !strcmp(name, "pid")))
 			return -EINVAL;
 		for (unsigned int j = 0; j < i; j++)
@@ -384,7 +389,8 @@ static void free_families(struct family *f, unsigned int nr)
 {
 	for (unsigned int i = 0; f && i < nr; i++) {
 		free(f[i].sample);
-		free(f[i].meta);
+		free(f[i].meta[TALLY_EXPORT_PROMETHEUS]);
+		free(f[i].meta[TALLY_EXPORT_OPENMETRICS]);
 	}
 	free(f);
 }
@@ -494,12 +500,11 @@ static void family_meta(struct buf *b, enum tally_export_format format,
 }
 
 static int finish_family(struct family *f, struct buf *name_buf,
-			 enum tally_export_format format, const char *unit,
-			 const char *help_head, const char *subject,
-			 const char *help_tail);
+			 const char *unit, const char *help_head,
+			 const char *subject, const char *help_tail);
 
-static int build_family(struct family *f, enum tally_export_format format,
-			const char *prefix, enum family_kind kind,
+static int build_family(struct family *f, const char *prefix,
+			enum family_kind kind,
 			unsigned int stat, const struct tally_stats_tree *t,
 			const char *unit)
 {
@@ -525,35 +530,40 @@ static int build_family(struct family *f, enum tally_export_format format,
 	f->col = accuracy ? 0 : (kind == FAMILY_HIER ? t->nr_stats : 0) + stat;
 	f->counter = !accuracy && t->is_event[stat];
 	family_name(&name, prefix, kind, stat_name, f->counter, unit);
-	return finish_family(f, &name, format, unit, help_head[kind],
+	return finish_family(f, &name, unit, help_head[kind],
 			     accuracy ? "" : stat_name, help_tail[kind]);
 }
 
 /*
- * The metadata and sample name of @f, whose name is in @name and whose
- * kind and column are set; frees @name's buffer on failure.
+ * The metadata (in both formats) and sample name of @f, whose name is in
+ * @name and whose kind and column are set; frees @name's buffer on
+ * failure.
  */
 static int finish_family(struct family *f, struct buf *name_buf,
-			 enum tally_export_format format, const char *unit,
-			 const char *help_head, const char *subject,
-			 const char *help_tail)
+			 const char *unit, const char *help_head,
+			 const char *subject, const char *help_tail)
 {
-	struct buf name = *name_buf, meta = { 0 };
+	struct buf name = *name_buf, prom = { 0 }, om = { 0 };
 
-	family_meta(&meta, format, name.p, name.len, f->counter, unit,
-		    help_head, subject, help_tail);
+	family_meta(&prom, TALLY_EXPORT_PROMETHEUS, name.p, name.len,
+		    f->counter, unit, help_head, subject, help_tail);
+	family_meta(&om, TALLY_EXPORT_OPENMETRICS, name.p, name.len,
+		    f->counter, unit, help_head, subject, help_tail);
 	if (f->counter)
 		buf_str(&name, "_total");
-	buf_mem(&meta, "", 1);
+	buf_mem(&prom, "", 1);
+	buf_mem(&om, "", 1);
 	buf_mem(&name, "", 1);
-	if (name.failed || meta.failed) {
+	if (name.failed || prom.failed || om.failed) {
 		free(name.p);
-		free(meta.p);
+		free(prom.p);
+		free(om.p);
 		return -ENOMEM;
 	}
 	f->sample = name.p;
 	f->sample_len = name.len - 1;
-	f->meta = meta.p;
+	f->meta[TALLY_EXPORT_PROMETHEUS] = prom.p;
+	f->meta[TALLY_EXPORT_OPENMETRICS] = om.p;
 	return 0;
 }
 
@@ -691,16 +701,16 @@ int tally_exporter_add_stats(struct tally_exporter *e,
 	for (unsigned int i = 0; !err && i < t->nr_stats; i++) {
 		const char *unit = o->units ? o->units[i] : NULL;
 
-		err = build_family(&fams[built], e->format, prefix,
+		err = build_family(&fams[built], prefix,
 				   FAMILY_HIER, i, t, unit);
 		built += !err;
 		if (!err)
-			err = build_family(&fams[built], e->format, prefix,
+			err = build_family(&fams[built], prefix,
 					   FAMILY_LOCAL, i, t, unit);
 		built += !err;
 	}
 	if (!err)
-		err = build_family(&fams[built], e->format, prefix,
+		err = build_family(&fams[built], prefix,
 				   FAMILY_ACCURACY, t->nr_stats, t, NULL);
 	built += !err;
 	return add_source(e, err, fams, built, &(struct source){
@@ -724,19 +734,20 @@ static const struct memcg_family {
 		"(stocks subtracted)." },
 	[MEMCG_COL_PEAK] = { "memory_peak",
 		"memory.peak: the highest usage, stocks included." },
-	[MEMCG_COL_MIN] = { "memory_min", "memory.min: hard protection." },
+	[MEMCG_COL_MIN] = { "memory_min",
+		"memory.min: hard protection (+Inf: all of the usage)." },
 	[MEMCG_COL_LOW] = { "memory_low",
-		"memory.low: best-effort protection." },
+		"memory.low: best-effort protection (+Inf: all of the "
+		"usage)." },
 	[MEMCG_COL_HIGH] = { "memory_high",
-		"memory.high: throttling limit (9223372036854775807: none)." },
+		"memory.high: throttling limit (+Inf: none)." },
 	[MEMCG_COL_MAX] = { "memory_max",
-		"memory.max: hard limit (9223372036854775807: none)." },
+		"memory.max: hard limit (+Inf: none)." },
 };
 
 /* The family of column @col of a memory tree. */
-static int build_memcg_family(struct family *f,
-			      enum tally_export_format format,
-			      const char *prefix, unsigned int col)
+static int build_memcg_family(struct family *f, const char *prefix,
+			      unsigned int col)
 {
 	struct buf name = { 0 };
 	bool local = col >= MEMCG_COL_EVENTS_LOCAL;
@@ -745,19 +756,20 @@ static int build_memcg_family(struct family *f,
 	f->per_row = true;
 	f->col = col;
 	f->counter = col >= MEMCG_COL_EVENTS;
+	f->limit = col >= MEMCG_COL_MIN && col <= MEMCG_COL_MAX;
 	buf_str(&name, prefix);
 	buf_mem(&name, "_", 1);
 	if (!f->counter) {
 		buf_str(&name, memcg_families[col].name);
 		buf_str(&name, "_bytes");
-		return finish_family(f, &name, format, "bytes",
+		return finish_family(f, &name, "bytes",
 				     memcg_families[col].help, "", "");
 	}
 	event = tally_memcg_event_name(col - (local ? MEMCG_COL_EVENTS_LOCAL
 						   : MEMCG_COL_EVENTS));
 	buf_str(&name, local ? "memory_events_local_" : "memory_events_");
 	buf_str(&name, event);
-	return finish_family(f, &name, format, NULL,
+	return finish_family(f, &name, NULL,
 			     local ? "memory.events.local: " :
 				     "memory.events: ",
 			     event, local ? " events of the group alone." :
@@ -780,7 +792,7 @@ int tally_exporter_add_memcg(struct tally_exporter *e,
 	if (!fams)
 		return -ENOMEM;
 	for (unsigned int col = 0; !err && col < MEMCG_NR_COLS; col++) {
-		err = build_memcg_family(&fams[built], e->format, prefix, col);
+		err = build_memcg_family(&fams[built], prefix, col);
 		built += !err;
 	}
 	return add_source(e, err, fams, built, &(struct source){
@@ -884,7 +896,8 @@ static int snapshot_memcg_group(struct tally_stats_group *g,
 
 	if (!v)
 		return -ENOMEM;
-	tally_memcg_usage(m, TALLY_MEMCG_READ_PRECISE, &usage);
+	/* The page counter, as the peak: stock reservations count. */
+	tally_memcg_usage(m, TALLY_MEMCG_READ_APPROX, &usage);
 	tally_memcg_get_limits(m, &lim);
 	v[MEMCG_COL_CURRENT] = usage.value;
 	v[MEMCG_COL_PEAK] = tally_memcg_peak(m, false);
@@ -919,7 +932,8 @@ static int snapshot(struct tally_exporter *e, const struct source *s)
 /* --- rendering ---------------------------------------------------------- */
 
 static void render_family(struct tally_exporter *e, const struct source *s,
-			  const struct family *f)
+			  const struct family *f,
+			  enum tally_export_format format)
 {
 	size_t nv = s->nr_cols, col = f->col;
 	size_t fixed = f->sample_len + sizeof("{group=\"/\"} \n") +
@@ -927,7 +941,7 @@ static void render_family(struct tally_exporter *e, const struct source *s,
 	struct buf *o = &e->out;
 	char *p;
 
-	buf_str(o, f->meta);
+	buf_str(o, f->meta[format]);
 	if (!f->per_row) {
 		if (!buf_reserve(o, fixed))
 			return;
@@ -968,14 +982,18 @@ static void render_family(struct tally_exporter *e, const struct source *s,
 		p += e->labels.len;
 		*p++ = '}';
 		*p++ = ' ';
-		p += fmt_value(p, e->values[r * nv + col], f->counter);
+		if (f->limit && e->values[r * nv + col] == TALLY_MEMCG_UNLIMITED)
+			p = mempcpy(p, "+Inf", 4);
+		else
+			p += fmt_value(p, e->values[r * nv + col],
+				       f->counter);
 		*p++ = '\n';
 		o->len = (size_t)(p - o->p);
 	}
 }
 
-/* Render every source into e->out. */
-static int render(struct tally_exporter *e)
+/* Render every source into e->out, in @format. */
+static int render(struct tally_exporter *e, enum tally_export_format format)
 {
 	e->out.len = 0;
 	e->labels.len = 0;
@@ -995,17 +1013,18 @@ static int render(struct tally_exporter *e)
 		if (err || e->paths.failed)
 			return err ? err : -ENOMEM;
 		for (unsigned int k = 0; k < s->nr_families; k++)
-			render_family(e, s, &s->families[k]);
+			render_family(e, s, &s->families[k], format);
 	}
-	if (e->format == TALLY_EXPORT_OPENMETRICS)
+	if (format == TALLY_EXPORT_OPENMETRICS)
 		buf_str(&e->out, "# EOF\n");
 	return e->out.failed || e->labels.failed ? -ENOMEM : 0;
 }
 
 /* After a failed growth the buffers are usable again, empty. */
-static int render_reset(struct tally_exporter *e)
+static int render_reset(struct tally_exporter *e,
+			enum tally_export_format format)
 {
-	int err = render(e);
+	int err = render(e, format);
 
 	e->out.failed = e->labels.failed = e->paths.failed = false;
 	return err;
@@ -1013,13 +1032,16 @@ static int render_reset(struct tally_exporter *e)
 
 /* --- outputs ------------------------------------------------------------ */
 
-long tally_export_buffer(struct tally_exporter *e, char *buf, size_t len)
+long tally_export_buffer_as(struct tally_exporter *e,
+			    enum tally_export_format format, char *buf,
+			    size_t len)
 {
 	int err;
 
-	if (!e || (!buf && len))
+	if (!e || (!buf && len) || (format != TALLY_EXPORT_PROMETHEUS &&
+				    format != TALLY_EXPORT_OPENMETRICS))
 		return -EINVAL;
-	err = render_reset(e);
+	err = render_reset(e, format);
 	if (err) {
 		if (len)
 			buf[0] = '\0';
@@ -1035,13 +1057,20 @@ long tally_export_buffer(struct tally_exporter *e, char *buf, size_t len)
 	return (long)e->out.len;
 }
 
+long tally_export_buffer(struct tally_exporter *e, char *buf, size_t len)
+{
+	if (!e)
+		return -EINVAL;
+	return tally_export_buffer_as(e, e->format, buf, len);
+}
+
 int tally_export_file(struct tally_exporter *e, FILE *f)
 {
 	int err;
 
 	if (!e || !f)
 		return -EINVAL;
-	err = render_reset(e);
+	err = render_reset(e, e->format);
 	if (err)
 		return err;
 	if ((e->out.len && fwrite(e->out.p, 1, e->out.len, f) != e->out.len) ||
@@ -1095,7 +1124,7 @@ int tally_export_textfile(struct tally_exporter *e, const char *path)
 	/* Only a regular file is replaced: never a device, FIFO or socket. */
 	if (!lstat(path, &st) && !S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode))
 		return -EEXIST;
-	err = render_reset(e);
+	err = render_reset(e, e->format);
 	if (err)
 		return err;
 	slash = strrchr(path, '/');

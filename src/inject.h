@@ -55,6 +55,17 @@ enum tally_inject_point {
 	 * slot's compare-and-swap.
 	 */
 	TALLY_INJECT_MEMCG_STOCK_BEFORE_CAS,
+	/*
+	 * Memory groups: a destroyed group's nearest live ancestor was
+	 * looked up (a stat update or a charge of a zombie handle), before
+	 * it is used; no lock held.
+	 */
+	TALLY_INJECT_MEMCG_RESOLVED,
+	/*
+	 * Memory groups: a reclaim callback and its argument are about to be
+	 * called (counted in flight); no lock held.
+	 */
+	TALLY_INJECT_MEMCG_BEFORE_CALLBACK,
 	TALLY_INJECT_NR_POINTS
 };
 

@@ -1,22 +1,42 @@
 // SPDX-License-Identifier: MIT
 /*
- * memcg_group.c - the structure of a memory tree: create, find, destroy.
+ * memcg_group.c - the structure of a memory tree and the lifetime of its
+ * groups: create, find, destroy, get, put.
  *
  * Every memory group owns a group of the same path in an internal
  * statistics tree (its memory.stat items); names, paths and lookups are
  * that tree's, and its groups point back to their memory group.  Creation
  * and destruction hold the memory tree's structure lock for writing; a
- * group is linked for lock-free walks (memcg.c) only once complete, with
- * a release store.  Destroy turns a group into a zombie that lives until
- * the tree does (see memcg.c): O(CPUs) to drain its stock, O(siblings) to
- * unlink it.
+ * group is linked for lock-free walks (memcg_stock.c) only once complete,
+ * with a release store.
+ *
+ * Lifetime.  A group holds references (refs): one of the tree's while it
+ * is live, one per handle the caller owns (tally_memcg_create() and
+ * tally_memcg_find() give one, tally_memcg_get() adds one,
+ * tally_memcg_put() drops one) and one per child not yet freed (a child's
+ * work may go to it).  Destroy takes it offline: its charge and local
+ * events belong to the parent from then on, its statistics group is
+ * detached (its name is free), and the tree's reference is dropped.  When
+ * the last reference goes, the group is unlinked from the list of all
+ * groups and retired: grace.c frees it (memory, stock, event descriptor)
+ * once every lock-free walk that could stand on it has ended, then drops
+ * its parent's reference.  The statistics group is finished (flushed into
+ * its ancestors and freed) one grace period after the destroy, so that
+ * updates redirected from a destroyed child, which run inside a read-side
+ * section, never touch a freed one.
+ *
+ * Costs: create O(1) plus the statistics group; destroy O(CPUs) to drain
+ * its stock, O(siblings) to unlink it; put O(1) plus the frees whose grace
+ * period ended.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "grace.h"
 #include "memcg_internal.h"
+#include "memcg_stock.h"
 #include "stats_internal.h"
 
 #define MEMCG_STATS_BATCH (1ul << 18)
@@ -32,25 +52,82 @@ static struct tally_memcg *group_alloc(struct tally_memcg_tree *t,
 	g->tree = t;
 	g->parent = parent;
 	g->depth = parent ? parent->depth + 1 : 0;
+	g->magic = MEMCG_MAGIC_LIVE;
+	g->refs = 1;		/* the tree's, while live */
 	g->max = g->high = TALLY_MEMCG_UNLIMITED;
 	g->evfd = -1;
-	g->fast.stock = tally_percpu_alloc(t->domain, sizeof(long), 0);
+	g->fast.stock = t->stocks;
 	g->fast.rseq = t->rseq;
 	g->fast.stock_cap = 2 * t->batch;
-	if (!g->fast.stock) {
-		free(g);
-		return NULL;
-	}
 	return g;
 }
 
 static void group_free(struct tally_memcg_tree *t, struct tally_memcg *g)
 {
-	if (g->fast.stock)
-		tally_percpu_free(t->domain, g->fast.stock);
+	(void)t;
 	if (g->evfd >= 0)
 		close(g->evfd);
+	g->magic = MEMCG_MAGIC_FREED;
 	free(g);
+}
+
+/* After a grace period: nothing can reach @node's group any more. */
+static void group_release(struct grace_node *node)
+{
+	struct tally_memcg *g = (struct tally_memcg *)
+		((char *)node - offsetof(struct tally_memcg, free_node));
+	struct tally_memcg *parent = g->parent;
+
+	group_free(g->tree, g);
+	memcg_put(parent);
+}
+
+static void stats_release(struct grace_node *node)
+{
+	struct tally_memcg *g = (struct tally_memcg *)
+		((char *)node - offsetof(struct tally_memcg, stats_node));
+
+	stats_group_finish(g->stats);
+	/* The group's own reference for this step (taken by destroy). */
+	memcg_put(g);
+}
+
+void memcg_put(struct tally_memcg *g)
+{
+	struct tally_memcg_tree *t = g->tree;
+
+	if (__atomic_sub_fetch(&g->refs, 1, __ATOMIC_ACQ_REL))
+		return;
+	/* Unreachable first: tree info and fork walk the list of all. */
+	pthread_rwlock_wrlock(&t->structure);
+	if (g->prev_all)
+		g->prev_all->next_all = g->next_all;
+	else
+		__atomic_store_n(&t->all, g->next_all, __ATOMIC_RELEASE);
+	if (g->next_all)
+		g->next_all->prev_all = g->prev_all;
+	t->nr_zombies--;
+	pthread_rwlock_unlock(&t->structure);
+	grace_retire(&g->free_node, group_release, t);
+}
+
+void tally_memcg_get(struct tally_memcg *g)
+{
+	if (!g)
+		return;
+	memcg_check_handle(g);
+	__atomic_add_fetch(&g->refs, 1, __ATOMIC_RELAXED);
+}
+
+void tally_memcg_put(struct tally_memcg *g)
+{
+	if (!g)
+		return;
+	memcg_check_handle(g);
+	if (!g->parent)
+		return;		/* the root lives as long as its tree */
+	memcg_put(g);
+	grace_poll();
 }
 
 int tally_memcg_tree_create(struct tally_memcg_tree **out,
@@ -61,12 +138,17 @@ int tally_memcg_tree_create(struct tally_memcg_tree **out,
 	struct tally_memcg_tree *t;
 	long batch = opts && opts->batch ? opts->batch
 					 : TALLY_MEMCG_DEFAULT_BATCH;
+	long max_batch;
 	int err;
 
 	if (!out)
 		return -EINVAL;
 	*out = NULL;
 	if (batch < 1 || batch > (1l << 30))
+		return -EINVAL;
+	max_batch = opts && opts->max_batch ? opts->max_batch :
+		    batch > (1l << 30) / 16 ? (1l << 30) : 16 * batch;
+	if (max_batch < batch || max_batch > (1l << 30))
 		return -EINVAL;
 	t = calloc(1, sizeof(*t));
 	if (!t)
@@ -80,6 +162,14 @@ int tally_memcg_tree_create(struct tally_memcg_tree **out,
 	t->simulated = tally_domain_is_simulated(t->domain);
 	t->rseq = !t->simulated && memcg_rseq_stocks_possible();
 	t->batch = batch;
+	t->max_batch = max_batch;
+	t->stocks = tally_percpu_alloc(t->domain,
+				       MEMCG_SLOTS * sizeof(struct memcg_slot),
+				       64);
+	if (!t->stocks) {
+		free(t);
+		return -ENOMEM;
+	}
 	memcg_init_tree_locks(t);
 
 	for (int i = 0; i < TALLY_MEMCG_NR_STATS; i++) {
@@ -92,12 +182,14 @@ int tally_memcg_tree_create(struct tally_memcg_tree **out,
 	err = tally_stats_tree_create(&t->stats, schema, TALLY_MEMCG_NR_STATS,
 				      &sopts);
 	if (err) {
+		tally_percpu_free(t->domain, t->stocks);
 		free(t);
 		return err;
 	}
 	t->root = group_alloc(t, NULL);
 	if (!t->root) {
 		tally_stats_tree_destroy(t->stats);
+		tally_percpu_free(t->domain, t->stocks);
 		free(t);
 		return -ENOMEM;
 	}
@@ -117,18 +209,20 @@ void tally_memcg_tree_destroy(struct tally_memcg_tree *t)
 	if (!t)
 		return;
 	memcg_unregister_tree(t);
+	/* Pending ends first: statistics groups, then groups. */
+	grace_flush_owner(t);
 	for (g = t->all; g; g = next) {
 		next = g->next_all;
 		group_free(t, g);
 	}
 	tally_stats_tree_destroy(t->stats);
+	tally_percpu_free(t->domain, t->stocks);
 	free(t->cands);
 	free(t->cand_tasks);
 	pthread_rwlock_destroy(&t->structure);
 	pthread_mutex_destroy(&t->drain_lock);
 	pthread_mutex_destroy(&t->oom_lock);
 	pthread_cond_destroy(&t->kill_done);
-	pthread_mutex_destroy(&t->kill_lock);
 	free(t);
 }
 
@@ -146,7 +240,9 @@ int tally_memcg_create(struct tally_memcg *parent, const char *name,
 
 	if (!parent || !name)
 		return -EINVAL;
+	memcg_check_handle(parent);
 	t = parent->tree;
+	grace_poll();
 	if (parent->depth + 1 > TALLY_MEMCG_MAX_DEPTH)
 		return -EINVAL;
 	g = group_alloc(t, parent);
@@ -156,10 +252,18 @@ int tally_memcg_create(struct tally_memcg *parent, const char *name,
 	err = __atomic_load_n(&parent->dead, __ATOMIC_RELAXED) ? -EINVAL :
 		stats_group_create_owned(parent->stats, name, g, &g->stats);
 	if (!err) {
+		__atomic_add_fetch(&parent->refs, 1, __ATOMIC_RELAXED);
+		if (out)
+			__atomic_add_fetch(&g->refs, 1, __ATOMIC_RELAXED);
 		g->next_sibling = parent->first_child;
 		g->next_all = t->all;
+		if (t->all)
+			t->all->prev_all = g;
 		__atomic_store_n(&t->all, g, __ATOMIC_RELEASE);
 		parent->nr_children++;
+		for (struct tally_memcg *a = parent; a; a = a->parent)
+			__atomic_add_fetch(&a->nr_descendants, 1,
+					   __ATOMIC_RELAXED);
 		t->nr_groups++;
 		__atomic_store_n(&parent->first_child, g, __ATOMIC_RELEASE);
 	}
@@ -183,8 +287,13 @@ int tally_memcg_find(struct tally_memcg_tree *t, const char *path,
 		return -EINVAL;
 	pthread_rwlock_rdlock(&t->structure);
 	err = tally_stats_group_find(t->stats, path, &sg);
-	if (!err)
-		*out = sg->owner;
+	if (!err) {
+		struct tally_memcg *g = sg->owner;
+
+		if (g->parent)
+			__atomic_add_fetch(&g->refs, 1, __ATOMIC_RELAXED);
+		*out = g;
+	}
 	pthread_rwlock_unlock(&t->structure);
 	return err;
 }
@@ -222,11 +331,12 @@ int tally_memcg_destroy(struct tally_memcg *g)
 
 	if (!g || !g->parent)
 		return -EINVAL;
+	memcg_check_handle(g);
 	t = g->tree;
 	parent = g->parent;
 	pthread_mutex_lock(&t->oom_lock);
 	/* Its tasks are about to be detached: not while one is killed. */
-	memcg_wait_kill(t, NULL, g);
+	memcg_wait_kill(t, g);
 	pthread_mutex_lock(&t->drain_lock);
 	pthread_rwlock_wrlock(&t->structure);
 	if (__atomic_load_n(&g->dead, __ATOMIC_RELAXED))
@@ -239,27 +349,12 @@ int tally_memcg_destroy(struct tally_memcg *g)
 	/*
 	 * From here on its work goes to the parent; then close its stock
 	 * for good (a drain leaves a dead group's stock closed) and give
-	 * it back to the counters.
+	 * it back to the counters.  The stock itself is freed with the
+	 * group: handles may still run sequences that read its stop flag.
 	 */
 	__atomic_store_n(&g->dead, 1, __ATOMIC_SEQ_CST);
-	memcg_drain_locked(g);
-	/*
-	 * rseq stocks: every sequence reads stop before the slot, and none
-	 * that read it clear is left after the drain's barrier: the slots
-	 * are unused.  Atomic stocks: a compare-and-swap may still be about
-	 * to fail on a closed slot; they are freed with the tree.
-	 */
-	if (t->rseq) {
-		long *stock = g->fast.stock;
-
-		/*
-		 * NULL first: a lock-free read that loaded the pointer before
-		 * may still sum slots the pool hands to a new group (wrong
-		 * only while the tree is busy; the pool stays mapped).
-		 */
-		__atomic_store_n(&g->fast.stock, NULL, __ATOMIC_SEQ_CST);
-		tally_percpu_free(t->domain, stock);
-	}
+	memcg_drain_dead(g);
+	memcg_unprotect(g);
 	while (g->tasks)
 		memcg_unlink_task(g->tasks);
 	for (int ev = 0; ev < TALLY_MEMCG_NR_EVENTS; ev++)
@@ -268,14 +363,25 @@ int tally_memcg_destroy(struct tally_memcg *g)
 							   0,
 							   __ATOMIC_SEQ_CST));
 	unlink_child(g);
-	/* Its stats are in its ancestors' hierarchical values already. */
-	tally_stats_group_destroy(g->stats);
-	g->stats = NULL;
+	for (struct tally_memcg *a = parent; a; a = a->parent)
+		__atomic_sub_fetch(&a->nr_descendants, 1, __ATOMIC_RELAXED);
+	/*
+	 * Its stats are in its ancestors' hierarchical values already; its
+	 * name is free now, its statistics group ends after a grace period
+	 * (updates redirected from destroyed children may be running).
+	 */
+	stats_group_detach(g->stats);
+	__atomic_add_fetch(&g->refs, 1, __ATOMIC_RELAXED); /* stats_release() */
+	grace_retire(&g->stats_node, stats_release, t);
 	t->nr_groups--;
 	t->nr_zombies++;
 out:
 	pthread_rwlock_unlock(&t->structure);
 	pthread_mutex_unlock(&t->drain_lock);
 	pthread_mutex_unlock(&t->oom_lock);
+	if (!err) {
+		memcg_put(g);		/* the tree's reference */
+		grace_poll();
+	}
 	return err;
 }

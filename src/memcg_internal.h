@@ -2,13 +2,45 @@
 #ifndef TALLY_MEMCG_INTERNAL_H
 #define TALLY_MEMCG_INTERNAL_H
 
+/*
+ * memcg_internal.h - what the files of the memory groups share.
+ *
+ *   memcg_group.c    tree and group lifetime: create, find, destroy,
+ *                    references (get/put), freeing after a grace period
+ *   memcg_counter.c  hierarchical page counters and events
+ *   memcg_stock.c    per-CPU stocks, lock-free walks, drains
+ *   memcg_charge.c   charge, uncharge, refusal, limits
+ *   memcg_reclaim.c  protection, reclaim callbacks, high
+ *   memcg_oom.c      OOM policies, kills, tasks
+ *   memcg.c          names, fork, stock mode, reads, stats, events fd
+ *   memcg_render.c   memory.stat / memory.events / limits as text or JSON
+ *
+ * Lock order: oom_lock (tasks, policies, the kill in progress), drain_lock
+ * (drains, destroy), structure (create, destroy, find, attach).  No tally
+ * lock is held while a user callback runs, so fork() never waits for one.
+ */
+
 #include <pthread.h>
 #include <tally/memcg.h>
 #include <tally/oom.h>
 
+#include "grace.h"
+
 /* The CPU argument of the system domain's charges: the current one. */
 #define NO_CPU (~0u)
-/* Deepest chain (the root is at depth 0). */
+
+#define REFILL_WAIT_NS (10l * 1000 * 1000)
+#define RECLAIM_ROUNDS 4
+#define MAX_OOM_TIMEOUT_NS (60l * 1000 * 1000 * 1000)
+
+#define LOAD(p) __atomic_load_n((p), __ATOMIC_RELAXED)
+#define STORE(p, v) __atomic_store_n((p), (v), __ATOMIC_RELAXED)
+#define ACQUIRE(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
+#define RELEASE(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
+#define INC(p) __atomic_add_fetch((p), 1, __ATOMIC_RELAXED)
+
+#define MEMCG_MAGIC_LIVE 0x6d656d63u	/* "memc" */
+#define MEMCG_MAGIC_FREED 0xdeadc0deu
 
 struct memcg_oom {
 	enum tally_memcg_oom_mode mode;
@@ -22,10 +54,11 @@ struct tally_memcg {
 	 * Read by every charge: set at creation, or rarely written.  The
 	 * inline fast paths (tally/memcg.h) read the first member.
 	 */
-	struct tally_memcg_fast_ fast;	/* stock freed once destroyed */
+	struct tally_memcg_fast_ fast;	/* the tree's stocks, this group's cap */
 	struct tally_memcg_tree *tree;
-	struct tally_memcg *parent;
+	struct tally_memcg *parent;	/* a reference on it is held */
 	int dead;			/* destroyed: work goes to parent */
+	unsigned int magic;
 	unsigned int depth;
 	struct tally_stats_group *stats;
 
@@ -33,25 +66,37 @@ struct tally_memcg {
 	long usage __attribute__((aligned(64)));
 	long peak;
 	unsigned long refills;		/* charges that reached the counter */
-	int refilling;			/* refills between counter and stock */
+	int refilling;			/* bytes between counter and stock */
 	int pressure;			/* refusals draining this subtree */
 	long max;
 	long high;
 	long low;
 	long min;
+	/* Protected usage, as its parent sums it, and its children's sums. */
+	long min_usage;
+	long low_usage;
+	long children_min_usage;
+	long children_low_usage;
 
-	/* Rare: events, callbacks, structure. */
+	/* Rare: events, callbacks, structure, lifetime. */
 	long events[TALLY_MEMCG_NR_EVENTS] __attribute__((aligned(64)));
 	long events_local[TALLY_MEMCG_NR_EVENTS];
+	long refs;			/* tree's while live + handles + children */
 	int evfd;
 	tally_memcg_reclaim_fn reclaim;
 	void *reclaim_arg;
+	int reclaim_calls;		/* reclaim callbacks running */
+	int reclaim_setting;		/* a setter's turn */
 	struct memcg_oom oom;		/* under oom_lock */
 	struct tally_memcg_task *tasks;	/* under oom_lock + structure */
 	struct tally_memcg *first_child;
 	struct tally_memcg *next_sibling;
-	struct tally_memcg *next_all;	/* every group, zombies included */
+	struct tally_memcg *next_all;	/* every group not yet freed */
+	struct tally_memcg *prev_all;
 	unsigned long nr_children;
+	unsigned long nr_descendants;	/* live, under structure */
+	struct grace_node stats_node;	/* its stats group's end */
+	struct grace_node free_node;	/* its own end */
 };
 
 struct tally_memcg_tree {
@@ -60,13 +105,17 @@ struct tally_memcg_tree {
 	int simulated;
 	int rseq;			/* stocks taken by rseq sequences */
 	long batch;
+	long max_batch;
+	void *stocks;			/* per CPU: MEMCG_SLOTS slots */
 	struct tally_stats_tree *stats;
 	struct tally_memcg *root;
 	struct tally_memcg *all;
 
-	pthread_mutex_t kill_lock;
 	pthread_cond_t kill_done;	/* with oom_lock: a kill ended */
 	struct tally_memcg_task *killing;	/* under oom_lock */
+	struct tally_memcg *killing_group;	/* the victim's, under oom_lock */
+	struct tally_memcg *killing_policy;	/* whose kill fn runs */
+	int kill_running;		/* under oom_lock */
 	pthread_t killer;
 	pthread_mutex_t oom_lock;
 	pthread_mutex_t drain_lock;
@@ -88,21 +137,63 @@ struct tally_memcg_tree {
 	struct tally_memcg_tree *next_tree;
 };
 
-void memcg_event(struct tally_memcg *g, enum tally_memcg_event ev);
-void memcg_add_local_events(struct tally_memcg *g, enum tally_memcg_event ev,
-			    long count);
-long memcg_walk(struct tally_memcg *h,
-		long (*fn)(struct tally_memcg *g, void *arg), void *arg);
-long memcg_drain_locked(struct tally_memcg *h);
-void memcg_protection(struct tally_memcg *root, struct tally_memcg *g,
-		      long *emin, long *elow);
+enum { MEMCG_KILLED, MEMCG_NO_VICTIM, MEMCG_KILL_BUSY };
+
+/* memcg.c */
 bool memcg_rseq_stocks_possible(void);
 void memcg_register_tree(struct tally_memcg_tree *t);
 void memcg_unregister_tree(struct tally_memcg_tree *t);
 void memcg_init_tree_locks(struct tally_memcg_tree *t);
+void memcg_check_handle(const struct tally_memcg *g);
+
+/* memcg_counter.c */
+struct tally_memcg *memcg_resolve(struct tally_memcg *g);
+void memcg_counters_sub(struct tally_memcg *from, struct tally_memcg *upto,
+			long n);
+struct tally_memcg *memcg_counters_add(struct tally_memcg *g, long n,
+				       bool force);
+struct tally_memcg *memcg_counters_try_add(struct tally_memcg *g, long n);
+int memcg_counters_uncharge(struct tally_memcg *g, long n);
+void memcg_counters_give_back(struct tally_memcg *g, long n);
+bool memcg_chain_under_pressure(const struct tally_memcg *g);
+void memcg_propagate_protected(struct tally_memcg *g, long usage);
+void memcg_unprotect(struct tally_memcg *g);
+void memcg_event(struct tally_memcg *g, enum tally_memcg_event ev);
+void memcg_add_local_events(struct tally_memcg *g, enum tally_memcg_event ev,
+			    long count);
+
+/* memcg_stock.c */
+bool memcg_stock_take(struct tally_memcg *g, unsigned int cpu, long n);
+bool memcg_stock_give(struct tally_memcg *g, unsigned int cpu, long n,
+		      long cap);
+long memcg_walk(struct tally_memcg *h,
+		long (*fn)(struct tally_memcg *g, void *arg), void *arg);
+bool memcg_stock_deposit(struct tally_memcg *g, unsigned int cpu, long batch,
+			 long cap);
+long memcg_stock_sum(struct tally_memcg *h);
+long memcg_drain_locked(struct tally_memcg *h);
+void memcg_drain_dead(struct tally_memcg *g);
+struct tally_memcg *memcg_drain_and_retry(struct tally_memcg *g, long n,
+					  struct tally_memcg *h);
+void memcg_sleep_ns(long ns);
+long memcg_now_ns(void);
+
+/* memcg_reclaim.c */
+void memcg_protection(struct tally_memcg *root, struct tally_memcg *g,
+		      long *emin, long *elow);
+long memcg_reclaim(struct tally_memcg *h, long want);
+void memcg_reclaim_fork_child(struct tally_memcg *g);
+int memcg_note_high(struct tally_memcg *g);
+
+/* memcg_oom.c */
+int memcg_oom_kill(struct tally_memcg *h, const struct memcg_oom *pol);
+struct tally_memcg *memcg_wait_for_room(struct tally_memcg *g, long n,
+					struct tally_memcg *h, long deadline);
 /* Caller holds oom_lock and the structure lock for writing. */
 void memcg_unlink_task(struct tally_memcg_task *task);
-void memcg_wait_kill(struct tally_memcg_tree *t, struct tally_memcg_task *task,
-		     struct tally_memcg *g);
+void memcg_wait_kill(struct tally_memcg_tree *t, struct tally_memcg *g);
+
+/* memcg_group.c */
+void memcg_put(struct tally_memcg *g);
 
 #endif /* TALLY_MEMCG_INTERNAL_H */

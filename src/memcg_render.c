@@ -98,7 +98,8 @@ static void render_limits(struct tally_memcg *g, struct out *o)
 	struct tally_memcg_range usage;
 	struct tally_memcg_limits lim;
 
-	tally_memcg_usage(g, TALLY_MEMCG_READ_PRECISE, &usage);
+	/* The page counter, as memory.peak: stock reservations count. */
+	tally_memcg_usage(g, TALLY_MEMCG_READ_APPROX, &usage);
 	tally_memcg_get_limits(g, &lim);
 	pair(o, "memory.current", usage.value, false);
 	pair(o, "memory.min", lim.min, lim.min == TALLY_MEMCG_UNLIMITED);

@@ -324,7 +324,7 @@ int stats_group_create_owned(struct tally_stats_group *parent,
 	return err;
 }
 
-int tally_stats_group_destroy(struct tally_stats_group *g)
+int stats_group_detach(struct tally_stats_group *g)
 {
 	struct tally_stats_tree *t;
 
@@ -346,6 +346,12 @@ int tally_stats_group_destroy(struct tally_stats_group *g)
 	unhash(g);
 	stats_count_info(&t->info.groups, (uint64_t)-1);
 	pthread_rwlock_unlock(&t->topo_lock);
+	return 0;
+}
+
+void stats_group_finish(struct tally_stats_group *g)
+{
+	struct tally_stats_tree *t = g->tree;
 
 	/* After this flush and the quiesce, g is linked on no CPU and no
 	 * flusher holds it. */
@@ -363,7 +369,15 @@ int tally_stats_group_destroy(struct tally_stats_group *g)
 #else
 	stats_group_free(g);
 #endif
-	return 0;
+}
+
+int tally_stats_group_destroy(struct tally_stats_group *g)
+{
+	int err = stats_group_detach(g);
+
+	if (!err)
+		stats_group_finish(g);
+	return err;
 }
 
 int tally_stats_group_find(struct tally_stats_tree *t, const char *path,

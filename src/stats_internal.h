@@ -12,7 +12,7 @@
  *                     that let groups leave the flush path        flush_lock
  *   stats_read.c      reads; the TALLY design's shared, fresh
  *                     flushes                                     coord_lock
- *   stats_designs.c   the baseline designs (Linux 6.1, seed 001,
+ *   stats_designs.c   the baseline designs (Linux 6.1, seed001,
  *                     Linux 6.8) behind struct stats_design_ops   their own
  *   stats_group.c     group lifetime, names, paths                topo_lock
  *   stats_periodic.c  the periodic flusher                        periodic_lock
@@ -203,7 +203,7 @@ struct stats_design_ops {
 	void (*fork_prepare)(struct tally_stats_tree *t);
 	void (*fork_parent)(struct tally_stats_tree *t);
 	void (*fork_child)(struct tally_stats_tree *t);
-	/* Counts go to one tree-wide threshold (Linux 6.1, seed 001). */
+	/* Counts go to one tree-wide threshold (Linux 6.1, seed001). */
 	bool global_threshold;
 };
 
@@ -346,6 +346,15 @@ struct stats_walk_entry {
  * tally_stats_group_create() for a memory group: @owner is set before
  * the group can be found or walked.
  */
+/*
+ * tally_stats_group_destroy() in two steps, for memory groups, whose
+ * destroyed groups may still be updated until a grace period ends: detach
+ * unlinks and unhashes the group (its name is free again, walks no longer
+ * see it) and it still takes updates; finish flushes and frees it.
+ */
+int stats_group_detach(struct tally_stats_group *g);
+void stats_group_finish(struct tally_stats_group *g);
+
 int stats_group_create_owned(struct tally_stats_group *parent,
 			     const char *name, void *owner,
 			     struct tally_stats_group **out);

@@ -2,13 +2,14 @@
 /*
  * test_export.c - the Prometheus and OpenMetrics export (tally/export.h).
  *
- * Two outside oracles judge the text: `promtool check metrics` (Debian
- * package prometheus) for the 0.0.4 format, and the OpenMetrics parser of
- * Debian's python3-prometheus-client, run with Debian's /usr/bin/python3,
- * which also decodes the escaping back so that hostile names are compared
- * byte for byte with what they must become.  A missing tool fails its
- * test with the package to install (`make test` installs them through
- * scripts/ensure-deps.sh): never a silent pass.
+ * Two outside oracles judge the text: `promtool check metrics` (of the
+ * Debian package prometheus, unpacked into build/tools by
+ * scripts/ensure-deps.sh test) for the 0.0.4 format, and the OpenMetrics
+ * parser of Debian's python3-prometheus-client, run with Debian's
+ * /usr/bin/python3, which also decodes the escaping back so that hostile
+ * names are compared byte for byte with what they must become.  A missing
+ * tool fails its test saying where it comes from (`make test` gets both
+ * through scripts/ensure-deps.sh): never a silent pass.
  *
  * tally's own checks: every sample's value against a forced read of its
  * group, the depth-first by-name order against an oracle sort of the
@@ -75,7 +76,7 @@ new_exporter(enum tally_export_format format, struct tally_stats_tree *t,
 	     enum tally_flush_mode mode)
 {
 	static const struct tally_export_label labels[] = {
-		{ "instance", "host-1:9100" },
+		{ "host", "host-1:9100" },
 	};
 	struct tally_export_options o = { .format = format,
 					  .labels = labels,
@@ -126,37 +127,14 @@ static char *write_temp(const char *text)
 	return path;
 }
 
-/*
- * Run @cmd (through sh, stderr merged) and return its exit status; its
- * output goes to @out (@len bytes with the NUL).
- */
-static int run_tool(const char *cmd, char *out, size_t len)
-{
-	FILE *p = popen(cmd, "r");
-	size_t used = 0, n;
-	int status;
-
-	out[0] = '\0';
-	if (!p)
-		return -1;
-	while (used + 1 < len &&
-	       (n = fread(out + used, 1, len - 1 - used, p)) > 0)
-		used += n;
-	out[used] = '\0';
-	while (fgetc(p) != EOF)
-		;
-	status = pclose(p);
-	return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
-}
+#define PROMTOOL "prometheus/usr/bin/promtool"
 
 static bool have_promtool(void)
 {
-	char out[256];
-
-	if (run_tool("command -v promtool", out, sizeof(out)) == 0)
+	if (access(util_tool(PROMTOOL), X_OK) == 0)
 		return true;
-	harness_log("promtool is missing: install the Debian package "
-		    "prometheus (scripts/ensure-deps.sh test does)");
+	harness_log("%s is missing: scripts/ensure-deps.sh test unpacks the "
+		    "Debian package prometheus there", util_tool(PROMTOOL));
 	return false;
 }
 
@@ -164,10 +142,13 @@ static bool have_promtool(void)
 
 static bool have_python_parser(void)
 {
+	static const char *const argv[] = {
+		PYTHON, "-c", "import prometheus_client.openmetrics.parser",
+		NULL
+	};
 	char out[512];
 
-	if (run_tool(PYTHON " -c 'import prometheus_client.openmetrics."
-			    "parser'", out, sizeof(out)) == 0)
+	if (util_run(argv, NULL, out, sizeof(out)) == 0)
 		return true;
 	harness_log("%s cannot import prometheus_client: install the Debian "
 		    "package python3-prometheus-client (scripts/ensure-deps.sh"
@@ -178,14 +159,15 @@ static bool have_python_parser(void)
 /* promtool check metrics on @text: true when it accepts it (no lint). */
 static bool promtool_accepts(const char *text)
 {
-	char cmd[256], out[8192];
+	const char *const argv[] = { util_tool(PROMTOOL), "check", "metrics",
+				     NULL };
+	char out[8192];
 	char *path = write_temp(text);
 	int rc;
 
 	if (!path)
 		return false;
-	snprintf(cmd, sizeof(cmd), "promtool check metrics < %s 2>&1", path);
-	rc = run_tool(cmd, out, sizeof(out));
+	rc = util_run(argv, path, out, sizeof(out));
 	if (rc != 0)
 		harness_log("promtool (exit %d): %s", rc, out);
 	unlink(path);
@@ -195,13 +177,14 @@ static bool promtool_accepts(const char *text)
 
 /*
  * The strict OpenMetrics parser on @text (read as strict UTF-8): prints
- * one line per sample, "FAMILY TYPE UNIT SAMPLE GROUP-HEX VALUE", and per
- * family "HELP FAMILY HELP-HEX", into @out.  Returns its exit status.
+ * one line per sample, "FAMILY TYPE UNIT SAMPLE GROUP-HEX VALUE" (VALUE
+ * an integer, or +Inf), and per family "HELP FAMILY HELP-HEX", into @out.
+ * Returns its exit status.
  */
 static int python_parse(const char *text, char *out, size_t len)
 {
 	static const char script[] =
-		"import sys\n"
+		"import math, sys\n"
 		"from prometheus_client.openmetrics.parser import "
 		"text_string_to_metric_families\n"
 		"text = open(sys.argv[1], encoding='utf-8', errors='strict',"
@@ -209,16 +192,17 @@ static int python_parse(const char *text, char *out, size_t len)
 		"for f in text_string_to_metric_families(text):\n"
 		"    print('HELP', f.name, f.documentation.encode().hex())\n"
 		"    for s in f.samples:\n"
+		"        v = s.value\n"
 		"        print(f.name, f.type, f.unit or '-', s.name,\n"
 		"              s.labels.get('group', '').encode().hex(),\n"
-		"              int(s.value))\n";
-	char cmd[512];
+		"              '+Inf' if v == math.inf else int(v))\n";
 	char *path = write_temp(text), *spath = write_temp(script);
 	int rc = -1;
 
 	if (path && spath) {
-		snprintf(cmd, sizeof(cmd), PYTHON " %s %s 2>&1", spath, path);
-		rc = run_tool(cmd, out, len);
+		const char *const argv[] = { PYTHON, spath, path, NULL };
+
+		rc = util_run(argv, NULL, out, len);
 		if (rc != 0)
 			harness_log("python parser (exit %d): %s", rc, out);
 	}
@@ -564,7 +548,7 @@ static void check_values(const char *text, struct tally_stats_group *g)
 			else
 				snprintf(value, sizeof(value), "%ld", v[k]);
 			CHECK(has_line(text,
-				       "%s{group=\"%s\",instance=\"host-1:"
+				       "%s{group=\"%s\",host=\"host-1:"
 				       "9100\",pid=\"%d\"} %s",
 				       family_of[s][k], path, pid, value));
 		}
@@ -819,9 +803,9 @@ TEST(accuracy_is_zero_when_forced_and_the_read_bound_if_needed)
 	ft = forced ? export_text(forced) : NULL;
 	lt = lazy ? export_text(lazy) : NULL;
 	if (CHECK(ft && lt)) {
-		CHECK(has_line(ft, "tally_accuracy_bound{instance=\"host-1:"
+		CHECK(has_line(ft, "tally_accuracy_bound{host=\"host-1:"
 				   "9100\",pid=\"%d\"} 0", (int)getpid()));
-		CHECK(has_line(lt, "tally_accuracy_bound{instance=\"host-1:"
+		CHECK(has_line(lt, "tally_accuracy_bound{host=\"host-1:"
 				   "9100\",pid=\"%d\"} %lu", (int)getpid(),
 			       tally_stats_read_bound(t)));
 		CHECK(tally_stats_read_bound(t) > 0);
@@ -855,7 +839,7 @@ TEST(forced_export_is_exact_on_every_design)
 		text = e ? export_text(e) : NULL;
 		if (CHECK(text))
 			CHECK(has_line(text, "tally_hier_anon_bytes{group="
-					     "\"/\",instance=\"host-1:9100\","
+					     "\"/\",host=\"host-1:9100\","
 					     "pid=\"%d\"} 3997",
 				       (int)getpid()));
 		free(text);
@@ -989,7 +973,7 @@ TEST(file_output_reports_a_failed_write)
 
 TEST(bad_input_gets_documented_errors)
 {
-	struct tally_export_label l[3] = { { "instance", "x" } };
+	struct tally_export_label l[3] = { { "host", "x" } };
 	struct tally_export_options o = { .labels = l, .nr_labels = 2 };
 	struct tally_stats_tree *t = new_tree(TALLY_DESIGN_TALLY);
 	struct tally_exporter *e = (struct tally_exporter *)&o;
@@ -997,7 +981,8 @@ TEST(bad_input_gets_documented_errors)
 	static const char *const bad_prefixes[] = { "", "1x", "__x", "a-b",
 						    "a:b", "caf\xc3\xa9" };
 	static const char *const bad_names[] = { NULL, "", "1x", "__x",
-						 "group", "a b", "instance" };
+						 "group", "a b", "host",
+						 "instance", "job" };
 	const char *u[NS] = { "Bytes" };
 	char buf[8];
 
@@ -1015,7 +1000,7 @@ TEST(bad_input_gets_documented_errors)
 	l[1] = (struct tally_export_label){ "pid", "v" };
 	o.pid = true;
 	CHECK_EQ_LONG(tally_exporter_create(&e, &o), -EINVAL);
-	l[1] = (struct tally_export_label){ "job", NULL };
+	l[1] = (struct tally_export_label){ "region", NULL };
 	o.pid = false;
 	CHECK_EQ_LONG(tally_exporter_create(&e, &o), -EINVAL);
 	o.labels = NULL;
@@ -1087,7 +1072,7 @@ TEST(constant_labels_follow_group_and_a_forked_child_exports_its_pid)
 	if (CHECK(nl)) {
 		snprintf(want, sizeof(want), "%.*s", (int)(nl - text), text);
 		CHECK(has_line(text, "tally_hier_anon_bytes{group=\"/\","
-				     "instance=\"host-1:9100\",%s} 0", want));
+				     "host=\"host-1:9100\",%s} 0", want));
 		snprintf(want, sizeof(want), "pid=\"%d\"", (int)getpid());
 		CHECK(!strstr(text, want));
 	}
@@ -1179,7 +1164,7 @@ TEST(export_during_churn_stays_well_formed_and_ends_exact)
 	text = export_text(e);
 	if (CHECK(text))
 		CHECK(has_line(text, "tally_hier_pgfault_total{group=\"/\","
-				     "instance=\"host-1:9100\",pid=\"%d\"} "
+				     "host=\"host-1:9100\",pid=\"%d\"} "
 				     "%ld",
 			       (int)getpid(), up.events + cr.events));
 	free(text);
@@ -1281,6 +1266,8 @@ TEST(a_memory_tree_exports_usage_limits_and_events_that_parsers_accept)
 		&(struct tally_export_memcg_options){ .prefix = "9x" }),
 		-EINVAL);
 
+	/* memory.current counts stocks, as the kernel's: empty them. */
+	CHECK_EQ_LONG(tally_memcg_drain(tally_memcg_root(t)), 0);
 	ptext = export_text(pe);
 	otext = export_text(oe);
 	if (CHECK(ptext && otext)) {
@@ -1291,7 +1278,7 @@ TEST(a_memory_tree_exports_usage_limits_and_events_that_parsers_accept)
 		CHECK(has_line(ptext, "tally_memory_max_bytes{group=\"/a/b\"} "
 				      "8192"));
 		CHECK(has_line(ptext, "tally_memory_max_bytes{group=\"/a\"} "
-				      "9223372036854775807"));
+				      "+Inf"));
 		CHECK(has_line(ptext, "tally_memory_events_max_total"
 				      "{group=\"/\"} 1"));
 		CHECK(has_line(ptext, "tally_memory_events_local_max_total"
@@ -1319,6 +1306,7 @@ TEST(a_memory_tree_exports_usage_limits_and_events_that_parsers_accept)
 	free(ptext);
 	CHECK_EQ_LONG(tally_memcg_uncharge(b, 8192), 0);
 	CHECK_EQ_LONG(tally_memcg_destroy(b), 0);
+	CHECK_EQ_LONG(tally_memcg_drain(tally_memcg_root(t)), 0);
 	ptext = export_text(pe);
 	if (CHECK(ptext)) {
 		CHECK(!strstr(ptext, "group=\"/a/b\""));
@@ -1334,4 +1322,194 @@ TEST(a_memory_tree_exports_usage_limits_and_events_that_parsers_accept)
 	tally_exporter_destroy(pe);
 	tally_exporter_destroy(oe);
 	tally_memcg_tree_destroy(t);
+}
+
+/*
+ * Prometheus sets instance and job at scrape time (the target's address,
+ * the job's name) and renames clashing labels of the exposition to
+ * exported_instance and exported_job: as constant labels they are refused,
+ * whatever the format, and no export ever holds them.
+ */
+TEST(instance_and_job_are_refused_as_constant_labels)
+{
+	static const char *const reserved[] = { "instance", "job" };
+	struct tally_stats_tree *t = new_tree(TALLY_DESIGN_TALLY);
+	struct tally_exporter *e = NULL;
+	char *text;
+
+	REQUIRE(t);
+	populate(t);
+	for (size_t i = 0; i < ARRAY_SIZE(reserved); i++) {
+		struct tally_export_label l[2] = {
+			{ "host", "web-1" }, { reserved[i], "x" },
+		};
+		struct tally_export_options o = { .labels = l,
+						  .nr_labels = 2 };
+
+		CHECK_EQ_LONG(tally_exporter_create(&e, &o), -EINVAL);
+		o.format = TALLY_EXPORT_OPENMETRICS;
+		l[0] = l[1];
+		o.nr_labels = 1;
+		CHECK_EQ_LONG(tally_exporter_create(&e, &o), -EINVAL);
+		CHECK(e == NULL);
+	}
+	/* Names that only contain them are a program's own. */
+	e = new_exporter(TALLY_EXPORT_PROMETHEUS, t, TALLY_FLUSH_FORCE);
+	text = e ? export_text(e) : NULL;
+	if (CHECK(text)) {
+		CHECK(!strstr(text, "instance="));
+		CHECK(!strstr(text, "job="));
+		CHECK(has_line(text, "tally_accuracy_bound{host=\"host-1:9100\","
+				     "pid=\"%d\"} 0", (int)getpid()));
+	}
+	free(text);
+	tally_exporter_destroy(e);
+	{
+		struct tally_export_label l = { "instance_name", "x" };
+		struct tally_export_options o = { .labels = &l,
+						  .nr_labels = 1 };
+
+		e = NULL;
+		CHECK_EQ_LONG(tally_exporter_create(&e, &o), 0);
+		tally_exporter_destroy(e);
+	}
+	tally_stats_tree_destroy(t);
+}
+
+/*
+ * A limit of TALLY_MEMCG_UNLIMITED is +Inf in both formats (a ratio of
+ * usage over it is then 0, not a tiny fraction of 8 EiB), for max and
+ * high of a group without limits, for the root's, and for min and low set
+ * to protect everything; set limits stay integers.  promtool and the
+ * strict OpenMetrics parser read +Inf back as infinity.
+ */
+TEST(unlimited_memory_limits_are_plus_inf_in_both_formats)
+{
+	struct tally_memcg_tree *t = NULL;
+	struct tally_memcg *a = NULL, *b = NULL;
+	struct tally_export_options oo = { .format = TALLY_EXPORT_OPENMETRICS };
+	struct tally_exporter *pe = NULL, *oe = NULL;
+	char *ptext = NULL, *otext = NULL, out[16384];
+	static const char *const cols[] = { "min", "low", "high", "max" };
+
+	REQUIRE(tally_memcg_tree_create(&t, NULL) == 0);
+	CHECK_EQ_LONG(tally_memcg_create(tally_memcg_root(t), "a", &a), 0);
+	CHECK_EQ_LONG(tally_memcg_create(a, "b", &b), 0);
+	REQUIRE(a && b);
+	CHECK_EQ_LONG(tally_memcg_set_limit(b, TALLY_MEMCG_MAX, 1 << 20), 0);
+	CHECK_EQ_LONG(tally_memcg_set_limit(b, TALLY_MEMCG_HIGH, 1 << 19), 0);
+	CHECK_EQ_LONG(tally_memcg_set_limit(b, TALLY_MEMCG_MIN,
+					    TALLY_MEMCG_UNLIMITED), 0);
+	CHECK_EQ_LONG(tally_memcg_set_limit(b, TALLY_MEMCG_LOW,
+					    TALLY_MEMCG_UNLIMITED), 0);
+	CHECK_EQ_LONG(tally_exporter_create(&pe, NULL), 0);
+	CHECK_EQ_LONG(tally_exporter_create(&oe, &oo), 0);
+	REQUIRE(pe && oe);
+	CHECK_EQ_LONG(tally_exporter_add_memcg(pe, t, NULL), 0);
+	CHECK_EQ_LONG(tally_exporter_add_memcg(oe, t, NULL), 0);
+	ptext = export_text(pe);
+	otext = export_text(oe);
+	if (CHECK(ptext && otext)) {
+		CHECK(!strstr(ptext, "9223372036854775807"));
+		CHECK(!strstr(otext, "9223372036854775807"));
+		for (size_t i = 0; i < ARRAY_SIZE(cols); i++) {
+			/* The root has no limit and no protection. */
+			CHECK(has_line(ptext, "tally_memory_%s_bytes"
+					      "{group=\"/\"} %s", cols[i],
+				       i < 2 ? "0" : "+Inf"));
+			CHECK(has_line(ptext, "tally_memory_%s_bytes"
+					      "{group=\"/a\"} %s", cols[i],
+				       i < 2 ? "0" : "+Inf"));
+			CHECK(has_line(otext, "tally_memory_%s_bytes"
+					      "{group=\"/a\"} %s", cols[i],
+				       i < 2 ? "0" : "+Inf"));
+		}
+		CHECK(has_line(ptext, "tally_memory_min_bytes{group=\"/a/b\"} "
+				      "+Inf"));
+		CHECK(has_line(ptext, "tally_memory_low_bytes{group=\"/a/b\"} "
+				      "+Inf"));
+		CHECK(has_line(ptext, "tally_memory_high_bytes{group=\"/a/b\"} "
+				      "524288"));
+		CHECK(has_line(otext, "tally_memory_max_bytes{group=\"/a/b\"} "
+				      "1048576"));
+		if (have_promtool())
+			CHECK(promtool_accepts(ptext));
+		else
+			CHECK(!"promtool is needed");
+		if (have_python_parser()) {
+			CHECK_EQ_LONG(python_parse(otext, out, sizeof(out)), 0);
+			CHECK(strstr(out, "tally_memory_max_bytes gauge bytes "
+					  "tally_memory_max_bytes 2f61 +Inf\n"));
+			CHECK(strstr(out, "tally_memory_max_bytes gauge bytes "
+					  "tally_memory_max_bytes 2f612f62 "
+					  "1048576\n"));
+			CHECK(strstr(out, "tally_memory_low_bytes gauge bytes "
+					  "tally_memory_low_bytes 2f612f62 "
+					  "+Inf\n"));
+		} else {
+			CHECK(!"the python parser is needed");
+		}
+	}
+	free(ptext);
+	free(otext);
+	tally_exporter_destroy(pe);
+	tally_exporter_destroy(oe);
+	tally_memcg_tree_destroy(t);
+}
+
+/*
+ * tally_export_buffer_as() writes either format whatever the exporter's
+ * own: the same text as an exporter created with that format, with the
+ * snprintf contract of tally_export_buffer().
+ */
+TEST(buffer_as_writes_either_format_whatever_the_options)
+{
+	struct tally_stats_tree *t = new_tree(TALLY_DESIGN_TALLY);
+	struct tally_exporter *pe, *oe;
+	char *ptext, *otext, *as_p = NULL, *as_o = NULL, small[16] = "x";
+	long n;
+
+	REQUIRE(t);
+	populate(t);
+	pe = new_exporter(TALLY_EXPORT_PROMETHEUS, t, TALLY_FLUSH_FORCE);
+	oe = new_exporter(TALLY_EXPORT_OPENMETRICS, t, TALLY_FLUSH_FORCE);
+	REQUIRE(pe && oe);
+	ptext = export_text(pe);
+	otext = export_text(oe);
+	REQUIRE(ptext && otext);
+	as_p = calloc(1, strlen(ptext) + 1);
+	as_o = calloc(1, strlen(otext) + 1);
+	REQUIRE(as_p && as_o);
+	CHECK_EQ_LONG(tally_export_buffer_as(oe, TALLY_EXPORT_PROMETHEUS, as_p,
+					     strlen(ptext) + 1),
+		      (long)strlen(ptext));
+	CHECK_EQ_LONG(tally_export_buffer_as(pe, TALLY_EXPORT_OPENMETRICS,
+					     as_o, strlen(otext) + 1),
+		      (long)strlen(otext));
+	CHECK(!strcmp(as_p, ptext));
+	CHECK(!strcmp(as_o, otext));
+	CHECK(strstr(as_o, "# EOF\n") && !strstr(as_p, "# EOF"));
+	/* The exporter's own format is untouched by it. */
+	free(ptext);
+	ptext = export_text(pe);
+	CHECK(ptext && !strstr(ptext, "# EOF"));
+	n = tally_export_buffer_as(pe, TALLY_EXPORT_OPENMETRICS, small,
+				   sizeof(small));
+	CHECK_EQ_LONG(n, (long)strlen(otext));
+	CHECK_EQ_LONG(small[0], 0);
+	CHECK_EQ_LONG(tally_export_buffer_as(pe, TALLY_EXPORT_OPENMETRICS,
+					     NULL, 0), (long)strlen(otext));
+	CHECK_EQ_LONG(tally_export_buffer_as(pe, (enum tally_export_format)2,
+					     small, sizeof(small)), -EINVAL);
+	CHECK_EQ_LONG(tally_export_buffer_as(NULL, TALLY_EXPORT_PROMETHEUS,
+					     small, sizeof(small)), -EINVAL);
+	CHECK_EQ_LONG(tally_export_buffer_as(pe, TALLY_EXPORT_PROMETHEUS,
+					     NULL, 1), -EINVAL);
+	free(ptext);
+	free(otext);
+	free(as_p);
+	free(as_o);
+	tally_exporter_destroy(pe);
+	tally_exporter_destroy(oe);
+	tally_stats_tree_destroy(t);
 }

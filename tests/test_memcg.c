@@ -259,8 +259,6 @@ TEST(set_limit_refuses_bad_input_and_a_max_below_the_drained_usage)
 	CHECK_EQ_LONG(tally_memcg_get_limits(a, NULL), -EINVAL);
 
 	CHECK_EQ_LONG(tally_memcg_set_limit(NULL, TALLY_MEMCG_MAX, MB), -EINVAL);
-	CHECK_EQ_LONG(tally_memcg_set_limit(root, TALLY_MEMCG_MAX, MB), -EINVAL);
-	CHECK_EQ_LONG(tally_memcg_set_limit(root, TALLY_MEMCG_MIN, 0), -EINVAL);
 	CHECK_EQ_LONG(tally_memcg_set_limit(a, (enum tally_memcg_limit)4, MB),
 		      -EINVAL);
 	CHECK_EQ_LONG(tally_memcg_set_limit(a, (enum tally_memcg_limit)-1, MB),
@@ -281,6 +279,11 @@ TEST(set_limit_refuses_bad_input_and_a_max_below_the_drained_usage)
 	CHECK_EQ_LONG(l.max, MB);
 	REQUIRE(tally_memcg_get_limits(root, &l) == 0);
 	CHECK_EQ_LONG(l.max, TALLY_MEMCG_UNLIMITED);
+	/* The root takes a limit too: a process-wide max. */
+	CHECK(set_limit(root, TALLY_MEMCG_MAX, 2 * MB));
+	REQUIRE(tally_memcg_get_limits(root, &l) == 0);
+	CHECK_EQ_LONG(l.max, 2 * MB);
+	CHECK(set_limit(root, TALLY_MEMCG_MAX, TALLY_MEMCG_UNLIMITED));
 
 	/*
 	 * 10000 bytes charged: the page counter holds a stock refill more,
@@ -326,7 +329,7 @@ TEST(charge_refuses_bad_sizes_flags_and_the_wrong_domain_kind)
 	CHECK_EQ_LONG(tally_memcg_uncharge(NULL, 1), -EINVAL);
 	CHECK_EQ_LONG(tally_memcg_charge_cpu(NULL, 0, 1, 0), -EINVAL);
 	CHECK_EQ_LONG(tally_memcg_uncharge_cpu(NULL, 0, 1), -EINVAL);
-	CHECK_EQ_LONG(tally_memcg_charge(a, 1, 0x4), -EINVAL);
+	CHECK_EQ_LONG(tally_memcg_charge(a, 1, 0x8), -EINVAL);
 	CHECK_EQ_LONG(tally_memcg_charge(a, 1, ~0u), -EINVAL);
 	CHECK_EQ_LONG(tally_memcg_charge_cpu(sa, 0, 1, 0x80000000u), -EINVAL);
 	/* Each kind of tree has its own calls. */
@@ -920,7 +923,7 @@ TEST(reclaim_takes_from_low_protected_groups_last_never_below_min)
 	tally_memcg_tree_destroy(s.t);
 }
 
-TEST(high_charges_ask_the_reclaim_callback_unless_noreclaim)
+TEST(high_charges_only_count_events_and_reclaim_high_asks_the_callback)
 {
 	struct tally_memcg_tree *t = exact_tree();
 	struct reclaim_log log = { .nr = 0 };
@@ -934,7 +937,11 @@ TEST(high_charges_ask_the_reclaim_callback_unless_noreclaim)
 	CHECK_EQ_LONG(tally_memcg_charge(g, 32 * KB, 0), 0);
 	CHECK_EQ_LONG(log.nr, 0);
 	CHECK_EQ_LONG(tally_memcg_charge(g, 64 * KB, 0), TALLY_MEMCG_OVER_HIGH);
+	/* The charge itself reclaims nothing: the caller chooses when. */
+	CHECK_EQ_LONG(log.nr, 0);
+	CHECK_EQ_LONG(tally_memcg_reclaim_high(g), 0);	/* frees nothing */
 	CHECK(log.nr >= 1 && log.who[0] == g && log.asked[0] > 0);
+	CHECK_EQ_LONG(tally_memcg_reclaim_high(NULL), -EINVAL);
 	CHECK_EQ_LONG(drained(g), 96 * KB);
 	/* NORECLAIM: the high event, no reclaim; NOFAIL too. */
 	log.nr = 0;
@@ -1835,7 +1842,10 @@ TEST(render_of_the_root_says_max_for_its_limits)
 				   false, buf, sizeof(buf)) > 0);
 	CHECK(text_value(buf, "memory.", "max", &v) &&
 	      v == TALLY_MEMCG_UNLIMITED);
-	CHECK(text_value(buf, "memory.", "current", &v) && v == 5000);
+	/* The page counter: the 5000 bytes and the stock's batch. */
+	CHECK(text_value(buf, "memory.", "current", &v) &&
+	      v == util_memcg_usage(tally_memcg_root(t),
+				    TALLY_MEMCG_READ_APPROX) && v >= 5000);
 	CHECK(text_value(buf, "memory.", "min", &v) && v == 0);
 	CHECK(strstr(buf, "max max") != NULL);
 	REQUIRE(tally_memcg_uncharge(tally_memcg_root(t), 5000) == 0);
@@ -2101,4 +2111,88 @@ TEST(events_fd_reports_emfile_and_works_once_descriptors_are_back)
 				   events_fd_out_of_descriptors, text,
 				   sizeof(text)), 0))
 		harness_log("child:\n%s", text);
+}
+
+/* "name value" of @name in rendered limits, or -1. */
+static long rendered(const char *text, const char *name)
+{
+	const char *p = strstr(text, name);
+
+	return p ? strtol(p + strlen(name), NULL, 10) : -1;
+}
+
+TEST(current_and_peak_agree_that_stock_reservations_count)
+{
+	struct tally_memcg_tree *t = util_memcg_tree(NULL, 0);
+	struct tally_memcg *g;
+	char text[512];
+	long approx;
+
+	REQUIRE(t);
+	g = util_memcg_group(tally_memcg_root(t), "g");
+	REQUIRE(g);
+	REQUIRE(tally_memcg_charge(g, 100, 0) == 0);
+	approx = util_memcg_usage(g, TALLY_MEMCG_READ_APPROX);
+	/* The refill reserved a batch more than the 100 bytes. */
+	CHECK(approx >= 100);
+	CHECK_EQ_LONG(util_memcg_usage(g, TALLY_MEMCG_READ_PRECISE), 100);
+	REQUIRE(tally_memcg_render(g, TALLY_MEMCG_FILE_LIMITS, false, text,
+				   sizeof(text)) > 0);
+	CHECK_EQ_LONG(rendered(text, "memory.current "), approx);
+	CHECK_EQ_LONG(rendered(text, "memory.peak "), approx);
+	CHECK_EQ_LONG(tally_memcg_peak(g, false), approx);
+	CHECK_EQ_LONG(tally_memcg_uncharge(g, 100), 0);
+	tally_memcg_tree_destroy(t);
+}
+
+/* What @g's subtree holds in stocks: the page counter minus the usage. */
+static long stocked(struct tally_memcg *g)
+{
+	return util_memcg_usage(g, TALLY_MEMCG_READ_APPROX) -
+	       util_memcg_usage(g, TALLY_MEMCG_READ_PRECISE);
+}
+
+TEST(refill_batches_grow_far_from_limits_and_shrink_near_them)
+{
+	struct tally_memcg_tree *t = util_memcg_tree(NULL, 0);
+	long cpus = tally_domain_nr_cpus(tally_domain_system());
+	long base = TALLY_MEMCG_DEFAULT_BATCH, top = 16 * base, want;
+	struct tally_memcg *g;
+
+	REQUIRE(t);
+	g = util_memcg_group(tally_memcg_root(t), "g");
+	REQUIRE(g);
+	/* Unlimited: the largest batch. */
+	REQUIRE(tally_memcg_charge(g, 4096, 0) == 0);
+	CHECK_EQ_LONG(stocked(g), top);
+	CHECK_EQ_LONG(tally_memcg_uncharge(g, 4096), 0);
+	/* 64 MiB of room: room / (4 x CPUs), within [base, top]. */
+	REQUIRE(set_limit(g, TALLY_MEMCG_MAX, 64 * MB));
+	CHECK_EQ_LONG(stocked(g), 0);	/* setting max drained it */
+	REQUIRE(tally_memcg_charge(g, 4096, 0) == 0);
+	want = 64 * MB / (4 * cpus);
+	want = want < base ? base : want > top ? top : want;
+	CHECK_EQ_LONG(stocked(g), want);
+	CHECK_EQ_LONG(tally_memcg_uncharge(g, 4096), 0);
+	/* Near the limit: the smallest batch. */
+	REQUIRE(set_limit(g, TALLY_MEMCG_MAX, 2 * MB));
+	REQUIRE(tally_memcg_charge(g, 4096, 0) == 0);
+	CHECK_EQ_LONG(stocked(g), base);
+	CHECK_EQ_LONG(tally_memcg_uncharge(g, 4096), 0);
+	CHECK_EQ_LONG(drained(g), 0);
+	tally_memcg_tree_destroy(t);
+}
+
+TEST(tree_options_refuse_a_max_batch_below_the_batch_or_above_1_gib)
+{
+	struct tally_memcg_options o = { .batch = 8192, .max_batch = 4096 };
+	struct tally_memcg_tree *t = (void *)1;
+
+	CHECK_EQ_LONG(tally_memcg_tree_create(&t, &o), -EINVAL);
+	CHECK(t == NULL);
+	o.max_batch = (1l << 30) + 1;
+	CHECK_EQ_LONG(tally_memcg_tree_create(&t, &o), -EINVAL);
+	o.max_batch = 8192;
+	CHECK_EQ_LONG(tally_memcg_tree_create(&t, &o), 0);
+	tally_memcg_tree_destroy(t);
 }

@@ -325,9 +325,9 @@ static int destroy_once(enum tally_inject_point point, void *arg)
 /*
  * The header: charges and uncharges in flight on a destroyed group "are
  * not lost: they land in @g before or in the parent after".  With atomic
- * stocks (a simulated domain), an uncharge that checked the stop flag
- * and read an empty slot, then is overtaken by destroy, must not add its
- * bytes to the freed stock: the parent must read 0 once all is uncharged.
+ * stocks (a simulated domain), an uncharge that found its group's slot
+ * and read it, then is overtaken by destroy, must not add its bytes to the
+ * slot the destroy emptied: the parent must read 0 once all is uncharged.
  */
 TEST(atomic_stock_uncharge_overtaken_by_destroy_is_not_lost)
 {
@@ -340,8 +340,8 @@ TEST(atomic_stock_uncharge_overtaken_by_destroy_is_not_lost)
 	REQUIRE(tally_memcg_tree_create(&t, &o) == 0);
 	REQUIRE(tally_memcg_create(tally_memcg_root(t), "p", &p) == 0);
 	REQUIRE(tally_memcg_create(p, "g", &g) == 0);
-	/* NOFAIL: counted in the counters only, the stock stays empty. */
-	REQUIRE(tally_memcg_charge_cpu(g, 0, 100, TALLY_MEMCG_NOFAIL) == 0);
+	/* A refill: g gets a slot on CPU 0, which the uncharge finds. */
+	REQUIRE(tally_memcg_charge_cpu(g, 0, 100, 0) == 0);
 	hook_group = g;
 	hook_armed = 1;
 	hook_ret = 1;

@@ -217,7 +217,7 @@ TEST(zero_delta_does_not_queue_the_group)
 /*
  * Flushes take no barrier of their own: 2,000 forced reads, each after an
  * update, issue at most one membarrier() per 10 ms (plus one for the
- * first), where each flush used to issue one; and the groups they made
+ * first), not one per flush; and the groups they made
  * idle still leave the flush path (a settled flush visits nothing).
  */
 TEST(forced_reads_share_rate_limited_barriers_and_groups_leave_the_flush_path)

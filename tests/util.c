@@ -3,6 +3,8 @@
  * util.c - helpers shared by the tally tests (util.h).
  */
 #define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
 #include <sched.h>
@@ -10,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "util.h"
@@ -96,9 +99,13 @@ unsigned long util_expected_top(const struct tally_counter *c)
 	return top;
 }
 
-const char *util_fixture(const char *name)
+/*
+ * @sub/@name in the nearest directory above the test binary that has it
+ * (into @path), or @sub/@name relative to the working directory.
+ */
+static const char *find_upward(const char *sub, const char *name,
+			       char *path, size_t len)
 {
-	static char path[PATH_MAX + 64];
 	char dir[PATH_MAX];
 	ssize_t n = readlink("/proc/self/exe", dir, sizeof(dir) - 1);
 	struct stat st;
@@ -112,14 +119,81 @@ const char *util_fixture(const char *name)
 		if (!slash)
 			break;
 		*slash = '\0';
-		snprintf(path, sizeof(path), "%s/tests/fixtures/%s", dir,
-			 name);
+		snprintf(path, len, "%s/%s/%s", dir, sub, name);
 		if (!stat(path, &st))
 			return path;
 		n = slash - dir;
 	}
-	snprintf(path, sizeof(path), "tests/fixtures/%s", name);
+	snprintf(path, len, "%s/%s", sub, name);
 	return path;
+}
+
+const char *util_fixture(const char *name)
+{
+	static char path[PATH_MAX + 64];
+
+	return find_upward("tests/fixtures", name, path, sizeof(path));
+}
+
+const char *util_tool(const char *name)
+{
+	static char path[PATH_MAX + 64];
+
+	return find_upward("build/tools", name, path, sizeof(path));
+}
+
+int util_run(const char *const argv[], const char *input, char *out,
+	     size_t len)
+{
+	int fds[2], status, in = -1;
+	size_t used = 0;
+	ssize_t n;
+	pid_t pid;
+
+	out[0] = '\0';
+	if (input && (in = open(input, O_RDONLY | O_CLOEXEC)) < 0)
+		return -1;
+	if (pipe2(fds, O_CLOEXEC)) {
+		if (in >= 0)
+			close(in);
+		return -1;
+	}
+	pid = fork();
+	if (pid == 0) {
+		if ((in >= 0 && dup2(in, 0) < 0) || dup2(fds[1], 1) < 0 ||
+		    dup2(fds[1], 2) < 0)
+			_exit(127);
+		execv(argv[0], (char *const *)argv);
+		_exit(127);
+	}
+	close(fds[1]);
+	if (in >= 0)
+		close(in);
+	if (pid < 0) {
+		close(fds[0]);
+		return -1;
+	}
+	while ((n = read(fds[0], out + used, len - 1 - used)) != 0) {
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			break;
+		used += (size_t)n;
+		if (used + 1 == len) {
+			char sink[256];
+
+			/* Full: read the rest away so the child ends. */
+			while (read(fds[0], sink, sizeof(sink)) > 0)
+				;
+			break;
+		}
+	}
+	out[used] = '\0';
+	close(fds[0]);
+	while (waitpid(pid, &status, 0) < 0)
+		if (errno != EINTR)
+			return -1;
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
 }
 
 static cpu_set_t allowed;
@@ -244,7 +318,9 @@ struct tally_stats_group *util_child(struct tally_stats_group *parent,
 
 struct tally_memcg_tree *util_memcg_tree(struct tally_domain *d, long batch)
 {
-	struct tally_memcg_options o = { .domain = d, .batch = batch };
+	/* A fixed batch (batch 0: the defaults, adaptive). */
+	struct tally_memcg_options o = { .domain = d, .batch = batch,
+					 .max_batch = batch };
 	struct tally_memcg_tree *t = NULL;
 
 	if (!CHECK_EQ_LONG(tally_memcg_tree_create(&t, &o), 0))

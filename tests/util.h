@@ -57,6 +57,23 @@ long util_slot(const struct tally_counter *c, unsigned int cpu);
  */
 const char *util_fixture(const char *name);
 
+/*
+ * Path of build/tools/@name (a test tool that scripts/ensure-deps.sh test
+ * unpacks, such as "prometheus/usr/bin/promtool"), searched upward from
+ * the test binary like util_fixture().
+ */
+const char *util_tool(const char *name);
+
+/*
+ * Run the program @argv[0] (a path: no shell, no PATH search) with
+ * arguments @argv, standard input from the file @input (or inherited when
+ * NULL), stdout and stderr into @out (@len bytes with the NUL; the rest
+ * is read and dropped).  Returns its exit status, 128 when a signal ended
+ * it, -1 when it could not run.
+ */
+int util_run(const char *const argv[], const char *input, char *out,
+	     size_t len);
+
 /* Number of CPUs this process may run on (at the first call), the @i-th. */
 unsigned int util_nr_allowed(void);
 unsigned int util_allowed_cpu(unsigned int i);
@@ -86,7 +103,10 @@ int util_count_child(struct tally_stats_group *child, const char *name,
 struct tally_stats_group *util_child(struct tally_stats_group *parent,
 				     const char *name);
 
-/* A memory tree on @d (NULL: the system's), checked to be created. */
+/*
+ * A memory tree on @d (NULL: the system's), checked to be created, with a
+ * fixed refill batch (0: the defaults, adaptive batches).
+ */
 struct tally_memcg_tree *util_memcg_tree(struct tally_domain *d, long batch);
 
 /* A child group @name of @parent, checked to be created (NULL otherwise). */

@@ -31,7 +31,12 @@
  * from the root with a leading '/' ("/" for the root, "/tenant-a/web").
  * The constant labels of the options follow on every sample (after group),
  * then pid="N" when asked (the process ID at the time of each export, so
- * a forked child reports its own).
+ * a forked child reports its own).  "instance" and "job" are refused as
+ * constant labels: Prometheus sets them at scrape time from its own
+ * configuration (the target's address and the job's name) and renames a
+ * clashing label of the exposition "exported_instance" or "exported_job";
+ * give a host or replica its own label name ("host", "replica") or set
+ * target labels in the scrape configuration instead.
  *
  * Escaping.  Label values and HELP texts may hold any byte: a backslash
  * becomes "\\", a newline "\n", and in label values (and OpenMetrics HELP)
@@ -55,7 +60,10 @@
  * refused (-EEXIST), so an export never holds a duplicate series.
  *
  * Values are printed as integers: states as signed longs, events as
- * unsigned (they wrap modulo 2^64, as the tree's values do).
+ * unsigned (they wrap modulo 2^64, as the tree's values do).  A memory
+ * group's limit set to %TALLY_MEMCG_UNLIMITED (no limit) is printed
+ * "+Inf", never as a huge number: usage / limit ratios then read 0, and
+ * alerts on them never fire for a group without a limit.
  *
  * Error codes: every function that can fail returns a negative errno
  * value: -EINVAL for NULL pointers and bad options, names or units;
@@ -98,8 +106,9 @@ enum tally_export_format {
 /**
  * struct tally_export_label - a constant label of every sample.
  * @name: [a-zA-Z_][a-zA-Z0-9_]*, at most %TALLY_EXPORT_PREFIX_MAX bytes,
- *	not starting with "__", not "group", not "pid" when the pid label
- *	is on, not given twice.
+ *	not starting with "__", not "group", "instance" nor "job" (the
+ *	header says why), not "pid" when the pid label is on, not given
+ *	twice.
  * @value: any NUL-terminated bytes (escaped as the header says).
  */
 struct tally_export_label {
@@ -110,7 +119,7 @@ struct tally_export_label {
 /**
  * struct tally_export_options - output options; zero means the default.
  * @format: the text format (default Prometheus 0.0.4).
- * @labels: @nr_labels constant labels (copied), such as instance="web-1".
+ * @labels: @nr_labels constant labels (copied), such as host="web-1".
  * @nr_labels: their number, at most %TALLY_EXPORT_MAX_LABELS.
  * @pid: add pid="N", the exporting process's ID.
  */
@@ -163,7 +172,8 @@ struct tally_export_memcg_options {
  *
  * Return: 0, -EINVAL (NULL @out, unknown format, @nr_labels over
  * %TALLY_EXPORT_MAX_LABELS or non-zero with NULL @labels, a NULL, invalid,
- * reserved or repeated label name, a NULL label value), -ENOMEM.  On
+ * reserved (group, instance, job, pid with @pid) or repeated label name, a
+ * NULL label value), -ENOMEM.  On
  * failure *@out is untouched and nothing needs to be destroyed.
  */
 int tally_exporter_create(struct tally_exporter **out,
@@ -217,10 +227,13 @@ int tally_exporter_add_stats(struct tally_exporter *e,
  * @opts: the prefix, or NULL for the default.
  *
  * Families, one sample per live group with the label group="PATH":
- * gauges PREFIX_memory_current_bytes (tally_memcg_usage() with
- * %TALLY_MEMCG_READ_PRECISE), PREFIX_memory_peak_bytes, and
- * PREFIX_memory_{min,low,high,max}_bytes (9223372036854775807 for no
- * limit); counters PREFIX_memory_events_EVENT_total (memory.events) and
+ * gauges PREFIX_memory_current_bytes and PREFIX_memory_peak_bytes (the
+ * page counter and its highest value, stock reservations included in
+ * both, as the kernel's memory.current and memory.peak:
+ * tally_memcg_usage()'s %TALLY_MEMCG_READ_APPROX value), and
+ * PREFIX_memory_{min,low,high,max}_bytes (+Inf for
+ * %TALLY_MEMCG_UNLIMITED: no limit, or for min and low all of the usage
+ * protected); counters PREFIX_memory_events_EVENT_total (memory.events) and
  * PREFIX_memory_events_local_EVENT_total (memory.events.local) for each
  * event of enum tally_memcg_event.  memory.stat is a statistics tree:
  * export it with tally_exporter_add_stats(@e,
@@ -257,6 +270,30 @@ int tally_exporter_add_memcg(struct tally_exporter *e,
  * @len), -ENOMEM.
  */
 long tally_export_buffer(struct tally_exporter *e, char *buf, size_t len);
+
+/**
+ * tally_export_buffer_as() - write a snapshot in a given format into a
+ *	caller's buffer.
+ * @e: the exporter.
+ * @format: the text format, whatever the one of @e's options.
+ * @buf: the buffer (may be NULL when @len is 0).
+ * @len: its size.
+ *
+ * As tally_export_buffer(), in @format: what an HTTP server that
+ * negotiates the format with its scraper serves (tally/export_http.h
+ * does).  The metadata of both formats is built when a source is added:
+ * either costs the same.
+ *
+ * Context: MT-safe for different exporters (one thread at a time per exporter);
+ * not async-signal-safe: allocates and takes the trees' locks (the trees'
+ * structure locks, and their flush locks as each tree's mode says).
+ *
+ * Return: the text length, or -EINVAL (NULL @e, unknown @format, NULL
+ * @buf with a non-zero @len), -ENOMEM.
+ */
+long tally_export_buffer_as(struct tally_exporter *e,
+			    enum tally_export_format format, char *buf,
+			    size_t len);
 
 /**
  * tally_export_file() - write a snapshot to a stdio stream.

@@ -15,18 +15,23 @@
  *            max before it is raised, one level at a time (a charge never
  *            raises a level above its max, so it never makes another
  *            charge fail by a transient excess).
- *   stock    Each group has, per CPU, a reservation of bytes already counted
- *            in its page counters ("stock").  A charge that the current
- *            CPU's stock covers takes it in one restartable sequence: no
+ *   stock    Each CPU has a stock of 8 slots, each holding bytes already
+ *            counted in one group's page counters (the kernel's per-CPU
+ *            stock of several groups): its memory is per CPU, whatever
+ *            the number of groups.  A charge that its group's slot on the
+ *            current CPU covers takes it in one restartable sequence: no
  *            atomic, no lock, no shared cache line written.  An uncharge
- *            gives bytes back to the stock up to two batches.  Otherwise
+ *            gives bytes back to the slot up to two batches.  Otherwise
  *            the charge goes to the page counters, with a batch more for
- *            the stock when every level has room for it.
+ *            the slot when every level has room for it (taking over the
+ *            least recent slot when its group has none).  Batches grow
+ *            while the chain is far from its limits and shrink near them
+ *            (struct tally_memcg_options).
  *   limits   A charge that does not fit under max somewhere first drains
- *            every CPU's stock of the group's subtree (restarting the
- *            sequences in flight with membarrier()), then retries; only
- *            then does it fail, after the reclaim callbacks and the
- *            group's OOM policy.
+ *            the slots that hold groups of the refusing level's subtree
+ *            on every CPU (restarting the sequences in flight with
+ *            membarrier()), then retries; only then does it fail, after
+ *            the reclaim callbacks and the group's OOM policy.
  *
  * What is exact:
  *   - usage never exceeds max at any level, except by charges made with
@@ -36,10 +41,11 @@
  *   - a charge fails (-ENOMEM) only when, after the drain, the usage of
  *     some level plus the charge exceeds its max, where usage is every
  *     charge that has returned or is in flight minus every uncharge that
- *     has returned; a reservation that a thread is between taking from the
- *     page counter and depositing in its stock counts too, but the charge
- *     first waits up to 10 ms for such threads to finish (they are a few
- *     instructions long; only a thread stopped right there outlasts it);
+ *     has returned; bytes that a thread is carrying between a page
+ *     counter and a stock (a refill, or an uncharge giving a full stock's
+ *     batch back) count too, but the charge first waits up to 10 ms for
+ *     such threads to finish (they are a few instructions long; only a
+ *     thread stopped right there outlasts it);
  *   - tally_memcg_usage() with %TALLY_MEMCG_READ_DRAIN is exact at
  *     quiescence; the other reads give a value with an interval that holds
  *     the exact usage at quiescence.
@@ -47,36 +53,52 @@
  * Costs: a charge or uncharge served by the stock is one restartable
  * sequence (a few ns); one in every batch / bytes goes to the page counter
  * (one compare-and-swap per level).  A failing charge costs a drain:
- * membarrier() and O(groups of the subtree x CPUs).
+ * membarrier() and O(CPUs x 8 slots x depth), whatever the size of the
+ * tree.  A charge never walks other groups: going above high only counts
+ * the event.
  *
  *   group:   usage (atomic) | max high low min | peak | events
- *   per CPU: | stock of G on CPU 0 | stock of G on CPU 1 | ...
- *   usage(G) = sum of charges to G's subtree - uncharges + stocks of the
- *              subtree; exact usage = usage(G) - stocks of the subtree
+ *   per CPU: | slot 0: group, bytes | ... | slot 7: group, bytes |
+ *   usage(G) = sum of charges to G's subtree - uncharges + slot bytes of
+ *              the subtree's groups; exact usage = usage(G) - those bytes
  *
- * Destroyed groups: tally_memcg_destroy() moves a group's remaining charge
- * and local events to its parent; its stats stay in its ancestors'
- * hierarchical values.  Its handle stays valid until the tree is destroyed
- * (a few hundred bytes; its per-CPU stock is freed, or kept closed when
- * stocks are atomic: tally_memcg_tree_info()'s rseq is 0), so that
- * objects still charged to it can be uncharged: uncharges, charges and
- * stat updates of a destroyed group go to its nearest live ancestor.
+ * Handles and lifetime: a handle is a reference.  tally_memcg_create()
+ * (with @out) and tally_memcg_find() give one, tally_memcg_get() adds one,
+ * tally_memcg_put() drops one; keep one for as long as objects charged to
+ * the group may be uncharged through it.  tally_memcg_destroy() takes a
+ * group offline: its remaining charge and local events move to its
+ * parent, its stats stay in its ancestors' hierarchical values, its name
+ * is free for a new group.  A destroyed group's handle still works:
+ * uncharges, charges and stat updates go to its nearest live ancestor,
+ * so nothing charged is lost.  Once destroyed and its last reference put,
+ * its memory and event file descriptor are freed, after every lock-free
+ * walk of the tree that could stand on it has ended.  Using a handle after
+ * its last put is undefined (debug builds abort with a message); the root
+ * lives until the tree is destroyed, and putting it does nothing.
+ *
+ * Callbacks: setting or removing a reclaim callback or an OOM policy
+ * returns only when no call of the old callback is running or can start,
+ * so its argument may be freed then.  No tally lock is held while a
+ * callback runs.
  *
  * Locks: the drain lock (a mutex) serialises drains; a thread stopped or
  * preempted while it drains delays other drains (and so refusals,
  * %TALLY_MEMCG_READ_DRAIN and setting max) until it runs again.  Charges
- * and uncharges served by the stocks never wait for anything.
+ * and uncharges served by the stocks never wait for anything, nor do
+ * %TALLY_MEMCG_NOBLOCK charges.
  *
  * fork(): the tree's locks are taken around fork() and re-initialised in
- * the child, which may use the inherited tree.  Event file descriptors are
- * inherited like any descriptor.
+ * the child, which may use the inherited tree; fork() never waits for a
+ * callback.  Event file descriptors are inherited like any descriptor.
  *
  * Error codes: functions that can fail return 0 or a negative errno value:
  * -EINVAL for NULL pointers, bad names, sizes or flags; -ENOENT for a path
  * that names no group; -EEXIST for a duplicate name; -EBUSY to destroy a
  * group with children or set max below usage; -ENOMEM for a refused charge
- * or a failed allocation; -E2BIG for a %TALLY_MEMCG_NOFAIL charge larger
- * than some max of the chain; -ENOSPC for a short buffer.
+ * or a failed allocation; -EAGAIN for a %TALLY_MEMCG_NOBLOCK charge that
+ * would have to wait; -E2BIG for a %TALLY_MEMCG_NOFAIL charge larger
+ * than some max of the chain; -EDEADLK for a callback that would wait for
+ * itself; -ENOSPC for a short buffer.
  */
 
 #include <limits.h>
@@ -159,13 +181,19 @@ enum tally_memcg_limit {
  * struct tally_memcg_options - how a tree is built; zero means the default.
  * @domain: CPUs of the per-CPU stocks (NULL: the system domain).  On a
  *	simulated domain, charges name their CPU (tally_memcg_charge_cpu()).
- * @batch: bytes a refill adds to a CPU's stock (default
- *	%TALLY_MEMCG_DEFAULT_BATCH); 1 to 1 GiB.  A CPU's stock holds at
- *	most two batches.
+ * @batch: the smallest refill: bytes a refill adds to a CPU's stock near a
+ *	limit (default %TALLY_MEMCG_DEFAULT_BATCH); 1 to 1 GiB.
+ * @max_batch: the largest refill, used while every level of the chain is
+ *	far from its high and max (default 16 x @batch, at most 1 GiB; set it
+ *	to @batch for the kernel's fixed batch).  A refill's batch is the
+ *	room left under the nearest high or max divided by 4 x CPUs, within
+ *	[@batch, @max_batch]; a group's stock on a CPU holds at most two of
+ *	its batches.
  */
 struct tally_memcg_options {
 	struct tally_domain *domain;
 	long batch;
+	long max_batch;
 };
 
 /**
@@ -178,7 +206,7 @@ struct tally_memcg_options {
  * Context: MT-safe; not async-signal-safe: allocates, may register the
  * process for membarrier().
  *
- * Return: 0, -EINVAL (NULL @out, bad batch), -ENOMEM, -ENODEV (no system
+ * Return: 0, -EINVAL (NULL @out, bad batch or max_batch), -ENOMEM, -ENODEV (no system
  * domain: the CPUs could not be read).  On failure *@out is NULL and
  * nothing needs to be destroyed.
  */
@@ -208,7 +236,8 @@ struct tally_memcg *tally_memcg_root(struct tally_memcg_tree *t);
  * tally_memcg_create() - create a child group, without limits.
  * @parent: the parent group (live, not destroyed).
  * @name: 1 to %TALLY_MEMCG_NAME_MAX bytes, without '/'.
- * @out: where the group is stored (may be NULL).
+ * @out: where the group is stored, as a reference the caller puts with
+ *	tally_memcg_put() (NULL: no handle; tally_memcg_find() gives one).
  *
  * Context: MT-safe; not async-signal-safe: takes the tree's locks,
  * allocates.
@@ -223,7 +252,8 @@ int tally_memcg_create(struct tally_memcg *parent, const char *name,
  * tally_memcg_find() - look a live group up by path.
  * @t: the tree.
  * @path: names separated by '/', from the root ("a/b"); "" is the root.
- * @out: where the group is stored.
+ * @out: where the group is stored, as a reference the caller puts with
+ *	tally_memcg_put().
  *
  * Context: MT-safe; not async-signal-safe: takes the tree's structure lock.
  *
@@ -243,11 +273,13 @@ int tally_memcg_find(struct tally_memcg_tree *t, const char *path,
  * ancestors' hierarchical memory.stat (the statistics tree's destroy);
  * stop updating its stats before destroying it, as tally_stats_group_destroy()
  * requires.  Charges and uncharges in flight on @g from other threads are
- * not lost: they land in @g before or in the parent after.  The handle
- * stays valid (see the file comment): later charges, uncharges and stat
- * updates go to the nearest live ancestor; its tasks are detached, its
- * reclaim callback is no longer called, its event file descriptor stays
- * open (without events) until the tree is destroyed.
+ * not lost: they land in @g before or in the parent after.  Handles stay
+ * valid until their last put (see the file comment): later charges,
+ * uncharges and stat updates go to the nearest live ancestor; its tasks
+ * are detached, its reclaim callback is no longer called, its event file
+ * descriptor stays open (without events) until the group is freed.  The
+ * tree's own reference is dropped: with no handle left, the group is
+ * freed.
  *
  * Context: MT-safe; not async-signal-safe: takes the tree's locks, drains
  * (membarrier()), frees memory.
@@ -256,6 +288,30 @@ int tally_memcg_find(struct tally_memcg_tree *t, const char *path,
  * live children).
  */
 int tally_memcg_destroy(struct tally_memcg *g);
+
+/**
+ * tally_memcg_get() - take one more reference on a group's handle.
+ * @g: a group the caller holds a reference on (live or destroyed), or
+ *	NULL (nothing happens).
+ *
+ * Context: MT-safe, async-signal-safe: one atomic add.
+ */
+void tally_memcg_get(struct tally_memcg *g);
+
+/**
+ * tally_memcg_put() - drop a reference on a group.
+ * @g: the group, or NULL (nothing happens).  Putting the root does
+ *	nothing.
+ *
+ * The last reference of a destroyed group frees it (its memory and event
+ * file descriptor) once no lock-free walk of the tree can stand on it;
+ * the handle must not be used after.  A live group keeps the tree's own
+ * reference until it is destroyed.
+ *
+ * Context: MT-safe; not async-signal-safe: may take the tree's structure
+ * lock and free memory.
+ */
+void tally_memcg_put(struct tally_memcg *g);
 
 /**
  * tally_memcg_path() - the path of a group from the root ("" for the root).
@@ -272,23 +328,28 @@ int tally_memcg_path(const struct tally_memcg *g, char *buf, size_t len);
 
 /**
  * tally_memcg_set_limit() - set min, low, high or max.
- * @g: a live group other than the root.
+ * @g: a live group; the root too (a process-wide max; min and low have
+ *	no effect on the root, which nothing reclaims from above).
  * @which: the limit.
  * @bytes: 0 to %TALLY_MEMCG_UNLIMITED.
  *
  * As in cgroup v2 the four limits are independent: no order between them
  * is refused (a max below high makes high moot, a min above low makes the
- * effective low at least the effective min).  Setting max drains the
- * subtree's stocks, then refuses a max below the exact usage, as the
- * kernel's page counter does; charges racing with it either fit under the
- * new max or fail (one that had read the old max may hold the usage above
- * the new one for a few instructions before it backs out).
+ * effective low at least the effective min).  Setting max behaves as the
+ * kernel's memory.max write: the new max is published, then the subtree's
+ * stocks are drained and, while the usage is above it, its reclaim
+ * callbacks are asked for the excess and the drain retried; only when the
+ * exact usage stays above the new max is the old one restored (-EBUSY).
+ * Charges racing with it either fit under the new max or fail (one that
+ * had read the old max may hold the usage above the new one for a few
+ * instructions before it backs out).
  *
- * Context: MT-safe; not async-signal-safe: setting max takes the tree's drain
- * lock and drains (membarrier()).
+ * Context: MT-safe; not async-signal-safe: setting max takes the tree's
+ * drain lock, drains (membarrier()), may call reclaim callbacks and sleep
+ * (10 ms at most for transfers in flight).
  *
- * Return: 0, -EINVAL (NULL, the root, a destroyed group, unknown @which,
- * negative @bytes), -EBUSY (max below usage).
+ * Return: 0, -EINVAL (NULL, a destroyed group, unknown @which, negative
+ * @bytes), -EBUSY (the usage stays above the new max after reclaim).
  */
 int tally_memcg_set_limit(struct tally_memcg *g, enum tally_memcg_limit which,
 			  long bytes);
@@ -299,7 +360,8 @@ int tally_memcg_set_limit(struct tally_memcg *g, enum tally_memcg_limit which,
  * @low: best-effort protection: reclaim takes it below only when nothing
  *	unprotected is left (a low event).
  * @high: throttling: charges above it succeed, record a high event and
- *	ask the reclaim callbacks for the excess.
+ *	return %TALLY_MEMCG_OVER_HIGH; tally_memcg_reclaim_high() asks the
+ *	reclaim callbacks for the excess.
  * @max: hard limit.
  */
 struct tally_memcg_limits {
@@ -326,10 +388,21 @@ int tally_memcg_get_limits(const struct tally_memcg *g,
 /**
  * Charge flag: on a refusal, do not call reclaim callbacks nor run the
  * OOM policy: drain, retry, then fail (the kernel's GFP_NOWAIT).  The max
- * event is counted, the oom event is not.  An over-high charge with it
- * records the high event without reclaim.
+ * event is counted, the oom event is not.
  */
 #define TALLY_MEMCG_NORECLAIM 0x2u
+/**
+ * Charge flag: never take a lock, sleep or call a callback (signal
+ * handlers, allocators' inner paths).  Served by the stock or one
+ * compare-and-swap per level; when that does not fit, fail with -EAGAIN
+ * and count no event: without a drain, bytes reserved in other CPUs'
+ * stocks may be what stands in the way.  Retry without the flag where
+ * blocking is allowed.
+ */
+#define TALLY_MEMCG_NOBLOCK 0x4u
+/* Every charge flag. */
+#define TALLY_MEMCG_FLAGS_ (TALLY_MEMCG_NOFAIL | TALLY_MEMCG_NORECLAIM | \
+			    TALLY_MEMCG_NOBLOCK)
 
 /** tally_memcg_charge() succeeded, and left some level above its high. */
 #define TALLY_MEMCG_OVER_HIGH 1
@@ -338,7 +411,8 @@ int tally_memcg_get_limits(const struct tally_memcg *g,
  * tally_memcg_charge() - charge bytes to a group and its ancestors.
  * @g: the group (a destroyed group charges its nearest live ancestor).
  * @bytes: 1 to %TALLY_MEMCG_BYTES_MAX.
- * @flags: 0, %TALLY_MEMCG_NOFAIL, %TALLY_MEMCG_NORECLAIM.
+ * @flags: 0 or an OR of %TALLY_MEMCG_NOFAIL, %TALLY_MEMCG_NORECLAIM,
+ *	%TALLY_MEMCG_NOBLOCK.
  *
  * Served by the current CPU's stock when it can (one restartable sequence,
  * no atomic); else charges the page counters with a refill for the stock;
@@ -347,15 +421,18 @@ int tally_memcg_get_limits(const struct tally_memcg *g,
  * what a refusal guarantees).  Uncharge with tally_memcg_uncharge() on the
  * same group.  The high limits are checked when a charge reaches the page
  * counters, so a group can be above high by up to two batches per CPU
- * before it is noticed, as in the kernel.
+ * before it is noticed, as in the kernel; a charge above high reclaims
+ * nothing itself (call tally_memcg_reclaim_high() where it suits).
  *
- * Context: MT-safe.  Async-signal-safe and lock-free when served by the
- * stock; otherwise not async-signal-safe: the slow path takes the tree's
- * drain lock, calls membarrier() and the callbacks, may sleep (OOM wait).
+ * Context: MT-safe.  With %TALLY_MEMCG_NOBLOCK: async-signal-safe and
+ * lock-free, never sleeps.  Without it: the slow path takes the tree's
+ * drain lock, calls membarrier() and the callbacks, may sleep (OOM wait):
+ * not async-signal-safe.
  *
  * Return: 0; %TALLY_MEMCG_OVER_HIGH (charged, and some level is now above
  * its high: tally_memcg_high_delay() gives the kernel's throttling delay);
- * -ENOMEM (refused, nothing charged); -E2BIG (a %TALLY_MEMCG_NOFAIL charge
+ * -ENOMEM (refused, nothing charged); -EAGAIN (%TALLY_MEMCG_NOBLOCK and
+ * not served without waiting: nothing charged); -E2BIG (a %TALLY_MEMCG_NOFAIL charge
  * larger than some level's max, or that would take some level's usage
  * past LONG_MAX: nothing charged); -EINVAL (NULL, bytes out of range,
  * unknown flags, a tree on a simulated domain).
@@ -421,10 +498,12 @@ int tally_memcg_uncharge_cpu(struct tally_memcg *g, unsigned int cpu,
 /**
  * enum tally_memcg_read_mode - how tally_memcg_usage() reads.
  * @TALLY_MEMCG_READ_APPROX: one load of the page counter; the interval
- *	allows every stock of the subtree to be full (two batches per group
- *	and CPU).  O(groups of the subtree) to count them.
- * @TALLY_MEMCG_READ_PRECISE: the page counter minus the stocks of the
- *	subtree, read without stopping anyone.  O(groups x CPUs).
+ *	allows every slot the subtree can hold to be full: on each CPU,
+ *	min(8, groups of the subtree) slots of two max_batch (8 slots on
+ *	trees with atomic stocks).  O(1).
+ * @TALLY_MEMCG_READ_PRECISE: the page counter minus the slots of the
+ *	subtree's groups, read without stopping anyone.  O(CPUs x 8 x
+ *	depth).
  * @TALLY_MEMCG_READ_DRAIN: drains the subtree's stocks into the page
  *	counters, then reads them: exact at quiescence.  Costs a
  *	membarrier() and takes the drain lock.
@@ -645,8 +724,9 @@ int tally_memcg_high_delay(struct tally_memcg *g, long bytes,
  * @bytes: how much is wanted from it.
  * @arg: the registered argument.
  *
- * Called by a charge that went above high or hit max, in the charging
- * thread, with no tally lock held: it may uncharge (that is how it frees)
+ * Called by a charge that hit max, by tally_memcg_set_limit() lowering a
+ * max, or by tally_memcg_reclaim_high(), in that thread, with no tally
+ * lock held: it may uncharge (that is how it frees)
  * and charge other groups, but must not charge @g's subtree.  Groups are
  * asked in order: first those above their effective low protection (for
  * the part above it), then those above their effective min (a low event
@@ -666,12 +746,36 @@ typedef long (*tally_memcg_reclaim_fn)(struct tally_memcg *g, long bytes,
  * @fn: the callback, or NULL to remove it.
  * @arg: passed to @fn.
  *
- * Context: MT-safe; not async-signal-safe: takes the structure lock.
+ * Every call sees a registered (@fn, @arg) pair, never one half of each.
+ * Returns once no call of the previous callback is running or can start:
+ * its argument may be freed then.
  *
- * Return: 0, -EINVAL (NULL @g, destroyed group).
+ * Context: MT-safe; not async-signal-safe: sleeps while calls of the old
+ * callback run.  Not from @g's own reclaim callback (-EDEADLK).
+ *
+ * Return: 0, -EINVAL (NULL @g, destroyed group), -EDEADLK.
  */
 int tally_memcg_set_reclaim(struct tally_memcg *g, tally_memcg_reclaim_fn fn,
 			    void *arg);
+
+/**
+ * tally_memcg_reclaim_high() - reclaim what a group and its ancestors hold
+ *	above their high.
+ * @g: the group (a destroyed group: its nearest live ancestor).
+ *
+ * The work the kernel does on the way back to user space after a charge
+ * above high: for every level of the chain above its high, the reclaim
+ * callbacks of its subtree are asked for the excess, in protection order
+ * (see tally_memcg_reclaim_fn).  Call it where the caller may block, after
+ * a charge returned %TALLY_MEMCG_OVER_HIGH; tally_memcg_high_delay() then
+ * says how long to throttle if that was not enough.
+ *
+ * Context: MT-safe; not async-signal-safe: calls the callbacks.
+ *
+ * Return: the bytes the callbacks reported freed (0 or more), -EINVAL
+ * (NULL).
+ */
+long tally_memcg_reclaim_high(struct tally_memcg *g);
 
 /**
  * tally_memcg_protection() - the effective min and low of a group.
@@ -686,7 +790,7 @@ int tally_memcg_set_reclaim(struct tally_memcg *g, tally_memcg_reclaim_fn fn,
  * protection; the root and its children keep their settings.  Usages are
  * the page counters (approximate reads).
  *
- * Context: MT-safe; not async-signal-safe: takes the structure lock.
+ * Context: MT-safe, lock-free; not async-signal-safe.
  *
  * Return: 0, -EINVAL (NULL @g).
  */
@@ -719,12 +823,12 @@ enum tally_memcg_oom_mode {
  * victim stays attached until the caller detaches it, which the callback
  * may do itself; another thread's tally_memcg_task_detach() of the victim
  * (or tally_memcg_destroy() of its group) waits until the callback
- * returns, so the victim cannot be freed under it.  One kill runs at a
- * time per tree (the tree's kill lock is held across the callback, no
- * other tally lock): a charge that hits max meanwhile waits for room
- * instead of choosing a second victim.  The callback may charge,
- * uncharge, attach and detach tasks, create and destroy groups; it must
- * not fork() (fork takes the kill lock).
+ * returns, so the victim cannot be freed under it; once detached, tally
+ * never reads the victim again, so the callback may free it.  One kill
+ * runs at a time per tree (no tally lock is held across the callback): a
+ * charge that hits max meanwhile waits for room instead of choosing a
+ * second victim.  The callback may charge, uncharge, attach and detach
+ * tasks, create and destroy groups, and fork().
  */
 typedef void (*tally_memcg_kill_fn)(struct tally_memcg *oom_group,
 				    struct tally_memcg_task *victim,
@@ -750,10 +854,15 @@ struct tally_memcg_oom_policy {
  * @g: a live group (the root too).
  * @policy: the policy (copied), or NULL for %TALLY_MEMCG_OOM_FAIL.
  *
- * Context: MT-safe; not async-signal-safe: takes the structure lock.
+ * Returns once no call of the previous kill callback for @g is running:
+ * its argument may be freed then.
+ *
+ * Context: MT-safe; not async-signal-safe: takes the tree's OOM lock,
+ * sleeps while the old kill callback runs.  Not from the kill callback
+ * running for @g (-EDEADLK).
  *
  * Return: 0, -EINVAL (NULL @g, destroyed group, unknown mode, timeout out
- * of range, %TALLY_MEMCG_OOM_KILL without a callback).
+ * of range, %TALLY_MEMCG_OOM_KILL without a callback), -EDEADLK.
  */
 int tally_memcg_set_oom_policy(struct tally_memcg *g,
 			       const struct tally_memcg_oom_policy *policy);
@@ -777,6 +886,7 @@ struct tally_memcg_task {
 	unsigned int flags;
 	void *owner;
 	/* private: */
+	struct tally_memcg_tree *tree_;
 	struct tally_memcg *group_;
 	struct tally_memcg_task *next_;
 	struct tally_memcg_task *prev_;
@@ -801,9 +911,12 @@ int tally_memcg_task_attach(struct tally_memcg *g,
  * tally_memcg_task_detach() - detach a task from its group.
  * @task: an attached task.
  *
- * Context: MT-safe; not async-signal-safe: takes the structure lock.
+ * Context: MT-safe; not async-signal-safe: takes the tree's OOM and
+ * structure locks; waits while another thread's kill callback has @task
+ * as its victim.
  *
- * Return: 0, -EINVAL (NULL, not attached).
+ * Return: 0, -EINVAL (NULL, not attached, or detached by another thread
+ * meanwhile).
  */
 int tally_memcg_task_detach(struct tally_memcg_task *task);
 
@@ -834,8 +947,12 @@ enum tally_memcg_file {
  * @buf: output buffer, NUL-terminated on success.
  * @len: its size.
  *
- * The stats are read with a forced flush, memory.current with
- * %TALLY_MEMCG_READ_PRECISE.
+ * The stats are read with a forced flush.  memory.current is the page
+ * counter (%TALLY_MEMCG_READ_APPROX's value) and memory.peak its highest
+ * value: both count the bytes reserved in per-CPU stocks, as the kernel's
+ * memory.current and memory.peak do, so that the two always agree
+ * (current <= peak); %TALLY_MEMCG_READ_PRECISE gives the usage without
+ * the stocks.
  *
  * Context: MT-safe, also against tally_memcg_destroy() of @g; not
  * async-signal-safe: takes the tree's structure lock for reading, flushes
@@ -854,12 +971,17 @@ int tally_memcg_render(struct tally_memcg *g, enum tally_memcg_file file,
  * @drain_waits: refusals that waited for a refill in flight.
  * @refusals: charges refused (-ENOMEM).
  * @groups: live groups, the root included.
- * @zombies: destroyed groups whose handles are kept.
+ * @zombies: destroyed groups not yet freed (a handle is still held, or
+ *	the grace period is running).
  * @underflows: drains that found more bytes in a group's stocks than its
  *	counter held (a caller uncharged more than it charged).
  * @rseq: non-zero when stocks are taken with restartable sequences, 0 when
  *	with atomic operations (simulated domain, rseq or membarrier()
  *	unavailable).
+ * @stock_bytes: memory of the tree's per-CPU stocks (the same whatever
+ *	the number of groups).
+ * @group_bytes: memory of one group (its own structure; its statistics
+ *	group comes on top).
  */
 struct tally_memcg_info {
 	unsigned long refills;
@@ -870,6 +992,8 @@ struct tally_memcg_info {
 	unsigned long zombies;
 	unsigned long underflows;
 	int rseq;
+	unsigned long stock_bytes;
+	unsigned long group_bytes;
 };
 
 /**
@@ -894,14 +1018,13 @@ int tally_memcg_tree_info(const struct tally_memcg_tree *t,
 
 /*
  * The first member of every group: what the fast paths read.  @stock is
- * freed (and set to NULL) when the group is destroyed: the sequences read
- * @stop, set for good by then, before they touch the slot.
+ * the tree's per-CPU stock (slots keyed by group), @stock_cap the most
+ * this group's slot may hold (two of its current refill batches).
  */
 struct tally_memcg_fast_ {
-	long *stock;		/* per-CPU reservation */
-	int stop;		/* a drain closed the stocks */
+	void *stock;		/* per CPU: slots { group, bytes } */
 	int rseq;		/* stocks taken by rseq sequences */
-	long stock_cap;		/* two batches */
+	long stock_cap;
 };
 
 /**
@@ -936,12 +1059,10 @@ static inline int tally_memcg_charge(struct tally_memcg *g, long bytes,
 	const struct tally_memcg_fast_ *f = (const struct tally_memcg_fast_ *)g;
 
 	if (__builtin_expect(g && f->rseq && bytes > 0 &&
-			     !(flags & ~(TALLY_MEMCG_NOFAIL |
-					 TALLY_MEMCG_NORECLAIM)) &&
+			     !(flags & ~TALLY_MEMCG_FLAGS_) &&
 			     bytes <= TALLY_MEMCG_BYTES_MAX, 1) &&
-	    __builtin_expect(tally_percpu_take_(__atomic_load_n(&f->stock,
-							    __ATOMIC_RELAXED),
-						bytes, &f->stop) > 0, 1))
+	    __builtin_expect(tally_percpu_slot_take_(f->stock, g, bytes) > 0,
+			     1))
 		return 0;
 	return tally_memcg_charge_slow_(g, bytes, flags);
 }
@@ -952,10 +1073,11 @@ static inline int tally_memcg_uncharge(struct tally_memcg *g, long bytes)
 
 	if (__builtin_expect(g && f->rseq && bytes > 0 &&
 			     bytes <= TALLY_MEMCG_BYTES_MAX, 1) &&
-	    __builtin_expect(tally_percpu_give_(__atomic_load_n(&f->stock,
-							    __ATOMIC_RELAXED),
-						bytes, f->stock_cap,
-						&f->stop) > 0, 1))
+	    __builtin_expect(tally_percpu_slot_give_(f->stock, g, bytes,
+						     __atomic_load_n(
+							&f->stock_cap,
+							__ATOMIC_RELAXED)) > 0,
+			     1))
 		return 0;
 	return tally_memcg_uncharge_slow_(g, bytes);
 }

@@ -52,7 +52,7 @@ extern "C" {
 /** Largest score_adj (OOM_SCORE_ADJ_MAX). */
 #define TALLY_OOM_SCORE_ADJ_MAX 1000
 
-/** Default budget of precise sums in pass 2 (the seed's). */
+/** Default budget of precise sums in pass 2 (the kernel patch's). */
 #define TALLY_OOM_DEFAULT_MAX_PRECISE 16u
 
 /**
@@ -122,8 +122,9 @@ enum tally_oom_method {
  * struct tally_oom_options - how to choose.
  * @method: %TALLY_OOM_TWO_PASS or %TALLY_OOM_PRECISE.
  * @max_precise: pass 2's budget of precise sums (one per candidate);
- *	%TALLY_OOM_DEFAULT_MAX_PRECISE is the seed's 16; UINT_MAX never runs
- *	out, so the choice is always exact; 0 judges on approximations only.
+ *	%TALLY_OOM_DEFAULT_MAX_PRECISE is 16, as in the kernel patch that
+ *	proposed the 2-pass selection; UINT_MAX never runs out, so the
+ *	choice is always exact; 0 judges on approximations only.
  * @total: what score_adj is a thousandth of: badness = usage + score_adj *
  *	(@total / 1000), the kernel's rule (e.g. the memory limit in bytes;
  *	below 1000, score_adj only matters at -1000).

@@ -324,20 +324,48 @@ unregistered:
 	return tally_percpu_xchg_slow(ptr, v);
 }
 
+/*
+ * Keyed slots (memory groups' stocks): each CPU's copy is an array of
+ * TALLY_PERCPU_SLOTS_ pairs { key, value } of 16 bytes; a key is an
+ * aligned pointer (bit 0 clear), 0 for a free slot, and bit 0 set marks a
+ * slot a drainer closed: no sequence matches it.  The sequences below find
+ * the slot of their key on the current CPU and change its value with one
+ * committing store.
+ */
+#define TALLY_PERCPU_SLOTS_ 8
+
+/*
+ * %rax = this CPU's first slot, %r8 = past its last; then find @key:
+ * %rax = its slot, or jump to @miss.
+ */
+#define TALLY_SLOT_FIND_(miss)						\
+	"shlq %[shift], %%rax\n\t"					\
+	"addq %[base], %%rax\n\t"					\
+	"leaq " TALLY_SLOTS_BYTES_ "(%%rax), %%r8\n\t"			\
+	"5:\n\t"							\
+	"cmpq %[key], (%%rax)\n\t"					\
+	"je 6f\n\t"							\
+	"addq $16, %%rax\n\t"						\
+	"cmpq %%r8, %%rax\n\t"						\
+	"jne 5b\n\t"							\
+	"jmp %l[" miss "]\n\t"						\
+	"6:\n\t"
+#define TALLY_SLOTS_BYTES_ "128"
+
 /**
- * tally_percpu_take_() - internal: take @n from the current CPU's copy of
- *	a long if it holds that much and *@stop is 0 (memory groups' stocks).
- * @ptr: per-CPU pointer to the long, on the system domain.
+ * tally_percpu_slot_take_() - internal: take @n from the value of @key's
+ *	slot on the current CPU if it holds that much.
+ * @slots: per-CPU pointer to the slot arrays, on the system domain.
+ * @key: the key, an aligned pointer.
  * @n: the amount, > 0.
- * @stop: read inside the sequence: a drainer sets it, then restarts every
- *	sequence in flight with membarrier(PRIVATE_EXPEDITED_RSEQ).
  *
  * Context: MT-safe, async-signal-safe: one restartable sequence.
  *
- * Return: 1 taken, 0 refused (nothing changed), -1 this thread has no
- * rseq area yet.
+ * Return: 1 taken, 0 refused (no slot, or too little: nothing changed),
+ * -1 this thread has no rseq area yet.
  */
-static inline int tally_percpu_take_(long *ptr, long n, const int *stop)
+static inline int tally_percpu_slot_take_(void *slots, const void *key,
+					  long n)
 {
 	ptrdiff_t off = tally_rseq_area_offset;
 	unsigned char *rs = TALLY_RSEQ_AREA_(off);
@@ -345,19 +373,109 @@ static inline int tally_percpu_take_(long *ptr, long n, const int *stop)
 retry:
 	__asm__ __volatile__ goto(
 		TALLY_RSEQ_CS_BEGIN_("%%rcx")
-		"cmpl $0, (%[stop])\n\t"
-		"jne %l[refused]\n\t"
-		"shlq %[shift], %%rax\n\t"
-		"addq %[base], %%rax\n\t"
-		"movq (%%rax), %%rdx\n\t"
+		TALLY_SLOT_FIND_("refused")
+		"movq 8(%%rax), %%rdx\n\t"
 		"subq %[n], %%rdx\n\t"
 		"jl %l[refused]\n\t"
-		"movq %%rdx, (%%rax)\n\t"
+		"movq %%rdx, 8(%%rax)\n\t"
 		"2:\n\t"
 		:
 		: TALLY_RSEQ_AREA_OPERANDS_(off, rs),
-		  [base] "r" (ptr), [n] "r" (n), [stop] "r" (stop),
+		  [base] "r" (slots), [key] "r" (key), [n] "r" (n),
 		  [shift] "i" (TALLY_PERCPU_UNIT_SHIFT)
+		: TALLY_RSEQ_DELAY_CLOBBER_ "rax", "rdx", "r8", "memory", "cc"
+		: aborted, unregistered, refused);
+	return 1;
+refused:
+	return 0;
+aborted:
+	TALLY_RSEQ_COUNT_ABORT_();
+	goto retry;
+unregistered:
+	return -1;
+}
+
+/**
+ * tally_percpu_slot_give_() - internal: add @n to the value of @key's slot
+ *	on the current CPU if the result stays at most @cap.
+ * @slots: per-CPU pointer to the slot arrays, on the system domain.
+ * @key: the key, an aligned pointer.
+ * @n: the amount, > 0.
+ * @cap: the largest value the slot may reach.
+ *
+ * Context: MT-safe, async-signal-safe: one restartable sequence.
+ *
+ * Return: 1 added, 0 refused (no slot, or too full: nothing changed), -1
+ * this thread has no rseq area yet.
+ */
+static inline int tally_percpu_slot_give_(void *slots, const void *key,
+					  long n, long cap)
+{
+	ptrdiff_t off = tally_rseq_area_offset;
+	unsigned char *rs = TALLY_RSEQ_AREA_(off);
+
+retry:
+	__asm__ __volatile__ goto(
+		TALLY_RSEQ_CS_BEGIN_("%%rcx")
+		TALLY_SLOT_FIND_("refused")
+		"movq 8(%%rax), %%rdx\n\t"
+		"addq %[n], %%rdx\n\t"
+		"cmpq %[cap], %%rdx\n\t"
+		"jg %l[refused]\n\t"
+		"movq %%rdx, 8(%%rax)\n\t"
+		"2:\n\t"
+		:
+		: TALLY_RSEQ_AREA_OPERANDS_(off, rs),
+		  [base] "r" (slots), [key] "r" (key), [n] "r" (n),
+		  [cap] "r" (cap), [shift] "i" (TALLY_PERCPU_UNIT_SHIFT)
+		: TALLY_RSEQ_DELAY_CLOBBER_ "rax", "rdx", "r8", "memory", "cc"
+		: aborted, unregistered, refused);
+	return 1;
+refused:
+	return 0;
+aborted:
+	TALLY_RSEQ_COUNT_ABORT_();
+	goto retry;
+unregistered:
+	return -1;
+}
+
+/**
+ * tally_percpu_slot_evict_() - internal: empty slot @idx of the current
+ *	CPU if its key is still @old, storing the value it held in *@out.
+ * @slots: per-CPU pointer to the slot arrays, on the system domain.
+ * @idx: the slot, below %TALLY_PERCPU_SLOTS_.
+ * @old: the key expected there.
+ * @out: receives the value taken (written before the commit: read it
+ *	only on success).
+ *
+ * Context: MT-safe, async-signal-safe: one restartable sequence.
+ *
+ * Return: 1 emptied, 0 the key changed, -1 no rseq area yet.
+ */
+static inline int tally_percpu_slot_evict_(void *slots, unsigned int idx,
+					   const void *old, long *out)
+{
+	ptrdiff_t off = tally_rseq_area_offset;
+	unsigned char *rs = TALLY_RSEQ_AREA_(off);
+	long sofs = (long)idx * 16;
+
+retry:
+	__asm__ __volatile__ goto(
+		TALLY_RSEQ_CS_BEGIN_("%%rcx")
+		"shlq %[shift], %%rax\n\t"
+		"addq %[base], %%rax\n\t"
+		"addq %[sofs], %%rax\n\t"
+		"cmpq %[old], (%%rax)\n\t"
+		"jne %l[refused]\n\t"
+		"movq 8(%%rax), %%rdx\n\t"
+		"movq %%rdx, (%[out])\n\t"
+		"movq $0, 8(%%rax)\n\t"
+		"2:\n\t"
+		:
+		: TALLY_RSEQ_AREA_OPERANDS_(off, rs),
+		  [base] "r" (slots), [sofs] "r" (sofs), [old] "r" (old),
+		  [out] "r" (out), [shift] "i" (TALLY_PERCPU_UNIT_SHIFT)
 		: TALLY_RSEQ_DELAY_CLOBBER_ "rax", "rdx", "memory", "cc"
 		: aborted, unregistered, refused);
 	return 1;
@@ -371,23 +489,28 @@ unregistered:
 }
 
 /**
- * tally_percpu_give_() - internal: add @n to the current CPU's copy of a
- *	long if the result stays at most @cap and *@stop is 0.
- * @ptr: per-CPU pointer to the long, on the system domain.
- * @n: the amount, > 0.
- * @cap: the largest value the copy may reach.
- * @stop: as for tally_percpu_take_().
+ * tally_percpu_slot_install_() - internal: make slot @idx of the current
+ *	CPU @key's, if it still holds @old with a value of 0, no slot of
+ *	this CPU has @key already, and *@stop is 0.
+ * @slots: per-CPU pointer to the slot arrays, on the system domain.
+ * @idx: the slot, below %TALLY_PERCPU_SLOTS_.
+ * @old: the key expected there (0: a free slot).
+ * @key: the new key, an aligned pointer.
+ * @stop: read inside the sequence: whoever sets it, then issues
+ *	membarrier(PRIVATE_EXPEDITED_RSEQ), knows no install is in flight.
  *
  * Context: MT-safe, async-signal-safe: one restartable sequence.
  *
- * Return: 1 added, 0 refused (nothing changed), -1 this thread has no
- * rseq area yet.
+ * Return: 1 installed, 0 refused (@key has a slot, or slot @idx changed),
+ * -1 no rseq area yet.
  */
-static inline int tally_percpu_give_(long *ptr, long n, long cap,
-				     const int *stop)
+static inline int tally_percpu_slot_install_(void *slots, unsigned int idx,
+					     const void *old, const void *key,
+					     const int *stop)
 {
 	ptrdiff_t off = tally_rseq_area_offset;
 	unsigned char *rs = TALLY_RSEQ_AREA_(off);
+	long sofs = (long)idx * 16;
 
 retry:
 	__asm__ __volatile__ goto(
@@ -396,17 +519,27 @@ retry:
 		"jne %l[refused]\n\t"
 		"shlq %[shift], %%rax\n\t"
 		"addq %[base], %%rax\n\t"
-		"movq (%%rax), %%rdx\n\t"
-		"addq %[n], %%rdx\n\t"
-		"cmpq %[cap], %%rdx\n\t"
-		"jg %l[refused]\n\t"
-		"movq %%rdx, (%%rax)\n\t"
+		"leaq " TALLY_SLOTS_BYTES_ "(%%rax), %%r8\n\t"
+		"movq %%rax, %%rdx\n\t"
+		"5:\n\t"
+		"cmpq %[key], (%%rdx)\n\t"
+		"je %l[refused]\n\t"
+		"addq $16, %%rdx\n\t"
+		"cmpq %%r8, %%rdx\n\t"
+		"jne 5b\n\t"
+		"addq %[sofs], %%rax\n\t"
+		"cmpq %[old], (%%rax)\n\t"
+		"jne %l[refused]\n\t"
+		"cmpq $0, 8(%%rax)\n\t"
+		"jne %l[refused]\n\t"
+		"movq %[key], (%%rax)\n\t"
 		"2:\n\t"
 		:
 		: TALLY_RSEQ_AREA_OPERANDS_(off, rs),
-		  [base] "r" (ptr), [n] "r" (n), [cap] "r" (cap),
-		  [stop] "r" (stop), [shift] "i" (TALLY_PERCPU_UNIT_SHIFT)
-		: TALLY_RSEQ_DELAY_CLOBBER_ "rax", "rdx", "memory", "cc"
+		  [base] "r" (slots), [sofs] "r" (sofs), [old] "r" (old),
+		  [key] "r" (key), [stop] "r" (stop),
+		  [shift] "i" (TALLY_PERCPU_UNIT_SHIFT)
+		: TALLY_RSEQ_DELAY_CLOBBER_ "rax", "rdx", "r8", "memory", "cc"
 		: aborted, unregistered, refused);
 	return 1;
 refused:

@@ -104,8 +104,9 @@ struct tally_stat_desc {
  *	cover their group and never read stale values (the default).
  * @TALLY_DESIGN_LINUX61: one global threshold; every flush flushes the
  *	root; one flusher at a time, the others skip (possibly stale).
- * @TALLY_DESIGN_SEED001: global threshold; the requested subtree is
- *	flushed when nobody else flushes, otherwise a coalesced root flush
+ * @TALLY_DESIGN_SEED001: the "memcg: more sophisticated stats flushing"
+ *	proposal (2023, not merged): global threshold; the requested subtree
+ *	is flushed when nobody else flushes, otherwise a coalesced root flush
  *	that others wait for, at most nr_cpus waiters (others skip).
  * @TALLY_DESIGN_LINUX68: per-group thresholds; subtree flushes serialised
  *	by one lock.

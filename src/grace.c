@@ -1,0 +1,180 @@
+// SPDX-License-Identifier: MIT
+/*
+ * grace.c - grace periods: when may an object that lock-free paths can
+ * reach be freed?
+ *
+ * The rule, for the whole library: an object is first made unreachable
+ * (unlinked from every structure a lock-free path starts from), then
+ * retired; it is freed only after every read-side section that was running
+ * when it was retired has ended.  Sections are short and never call user
+ * code, so reclamation is prompt; a section that is preempted, stopped or
+ * parked in a signal handler only delays frees (nothing waits for it, and
+ * nothing is kept once it ends and any later call polls).
+ *
+ * Mechanism: two reader counts and an epoch, as SRCU with two counters.
+ * A reader adds one to readers[epoch & 1] and keeps the index; it leaves by
+ * subtracting one from that same count.  The epoch may advance from e to
+ * e + 1 only when readers[(e + 1) & 1] is zero: every reader that started
+ * in epoch e - 1 has left.  An object retired in epoch e is freed once the
+ * epoch reached e + 2: readers of epochs <= e are all gone.  A reader that
+ * read the epoch, then was preempted before adding itself, is harmless:
+ * its add and every load after it are sequentially consistent, so it
+ * either is seen by the check that lets the epoch advance or sees the
+ * unlink that preceded the retire.
+ *
+ * Why not liburcu: its flavours either need every reading thread to
+ * register (a library cannot ask that of its users' threads) or, for
+ * urcu-bp, add a dependency for what is here two counters; and tally's
+ * readers are slow paths (drains, reclaim, walks, reads of destroyed
+ * groups), not the charge fast path, which a held reference protects.
+ *
+ * Costs: a section is two atomic adds on a shared line; grace_poll() is
+ * O(1) plus the callbacks it runs.  Nothing here allocates.
+ *
+ * fork(): the child has only the forking thread, so the counts are rebuilt
+ * from that thread's own sections (it may fork inside one).
+ */
+#include <pthread.h>
+#include <stddef.h>
+
+#include "grace.h"
+#include "percpu_internal.h"
+
+static struct {
+	unsigned long epoch;
+	long readers[2] __attribute__((aligned(64)));
+	pthread_mutex_t lock __attribute__((aligned(64)));
+	struct grace_node *head;
+	struct grace_node **tail;
+	unsigned long pending;
+} gp = {
+	.lock = PTHREAD_MUTEX_INITIALIZER,
+	.tail = &gp.head,
+};
+
+/* This thread's open sections per index: the fork child's counts. */
+static __thread long held[2];
+
+unsigned int grace_read_lock(void)
+{
+	unsigned int idx =
+		(unsigned int)__atomic_load_n(&gp.epoch, __ATOMIC_SEQ_CST) & 1;
+
+	held[idx]++;
+	__atomic_add_fetch(&gp.readers[idx], 1, __ATOMIC_SEQ_CST);
+	return idx;
+}
+
+void grace_read_unlock(unsigned int token)
+{
+	__atomic_sub_fetch(&gp.readers[token], 1, __ATOMIC_SEQ_CST);
+	held[token]--;
+}
+
+/* Caller holds gp.lock: advance the epoch as far as readers allow (2). */
+static void advance(void)
+{
+	for (int i = 0; i < 2; i++) {
+		unsigned long e = __atomic_load_n(&gp.epoch, __ATOMIC_SEQ_CST);
+
+		if (__atomic_load_n(&gp.readers[(e + 1) & 1], __ATOMIC_SEQ_CST))
+			return;
+		__atomic_store_n(&gp.epoch, e + 1, __ATOMIC_SEQ_CST);
+	}
+}
+
+void grace_retire(struct grace_node *node, void (*fn)(struct grace_node *),
+		  const void *owner)
+{
+	node->fn = fn;
+	node->owner = owner;
+	node->next = NULL;
+	pthread_mutex_lock(&gp.lock);
+	node->epoch = __atomic_load_n(&gp.epoch, __ATOMIC_SEQ_CST);
+	*gp.tail = node;
+	gp.tail = &node->next;
+	gp.pending++;
+	pthread_mutex_unlock(&gp.lock);
+}
+
+void grace_poll(void)
+{
+	struct grace_node *done = NULL, **done_tail = &done;
+
+	if (!__atomic_load_n(&gp.pending, __ATOMIC_RELAXED))
+		return;
+	pthread_mutex_lock(&gp.lock);
+	advance();
+	/* The list is in retire order, so in epoch order. */
+	while (gp.head && gp.head->epoch + 2 <= gp.epoch) {
+		struct grace_node *n = gp.head;
+
+		gp.head = n->next;
+		if (!gp.head)
+			gp.tail = &gp.head;
+		gp.pending--;
+		n->next = NULL;
+		*done_tail = n;
+		done_tail = &n->next;
+	}
+	pthread_mutex_unlock(&gp.lock);
+	/* Outside the lock: a callback may retire more (a parent's put). */
+	while (done) {
+		struct grace_node *n = done;
+
+		done = n->next;
+		n->fn(n);
+	}
+}
+
+void grace_flush_owner(const void *owner)
+{
+	for (;;) {
+		struct grace_node *found = NULL;
+
+		pthread_mutex_lock(&gp.lock);
+		for (struct grace_node **link = &gp.head; *link;
+		     link = &(*link)->next) {
+			if ((*link)->owner != owner)
+				continue;
+			found = *link;
+			*link = found->next;
+			if (!*link)
+				gp.tail = link;
+			gp.pending--;
+			break;
+		}
+		pthread_mutex_unlock(&gp.lock);
+		if (!found)
+			return;
+		/* One at a time: a callback may retire another of @owner. */
+		found->fn(found);
+	}
+}
+
+unsigned long grace_pending(void)
+{
+	return __atomic_load_n(&gp.pending, __ATOMIC_RELAXED);
+}
+
+static void fork_prepare(void)
+{
+	pthread_mutex_lock(&gp.lock);
+}
+
+static void fork_parent(void)
+{
+	pthread_mutex_unlock(&gp.lock);
+}
+
+static void fork_child(void)
+{
+	gp.readers[0] = held[0];
+	gp.readers[1] = held[1];
+	tally_mutex_reset(&gp.lock);
+}
+
+__attribute__((constructor)) static void grace_init(void)
+{
+	pthread_atfork(fork_prepare, fork_parent, fork_child);
+}

@@ -1,0 +1,342 @@
+// SPDX-License-Identifier: MIT
+/*
+ * memcg_reclaim.c - protection, reclaim callbacks and high.
+ *
+ * Reclaim asks the callbacks of a subtree for bytes, unprotected memory
+ * first, then memory under low (never under min), with effective
+ * protections computed top-down along each group's chain: O(depth x
+ * siblings) per group asked.  It runs on a refusal (max), on a max being
+ * lowered, and when the caller asks (tally_memcg_reclaim_high()); never
+ * inside a charge that merely went above high.
+ *
+ * Callbacks: a call counts itself in the group's reclaim_calls before it
+ * loads the callback and its argument; a setter stores NULL, waits
+ * (sleeping) until no call is counted, then stores the argument and the
+ * callback, so a call sees an old or a new pair, never a torn one, and
+ * no call of the old callback runs once the setter returns.  Setters of
+ * one group take turns (reclaim_setting).  A callback that sets its own
+ * group's callback would wait for itself: -EDEADLK.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <tally/memcg.h>
+
+#include "inject.h"
+#include "memcg_internal.h"
+
+/* ---- protection and reclaim ------------------------------------------ */
+
+static long mul_div(long a, long b, long c)
+{
+	return (long)((__int128)a * b / c);
+}
+
+/* The kernel's effective_protection(), without recursive protection. */
+static long effective_protection(long usage, long setting,
+				 long parent_effective, long siblings)
+{
+	long protected = usage < setting ? usage : setting;
+
+	if (siblings > parent_effective)
+		return mul_div(protected, parent_effective, siblings);
+	return protected;
+}
+
+/* What @parent's children protect together: kept up to date, O(1). */
+static long siblings_protected(const struct tally_memcg *parent, int low)
+{
+	return LOAD(low ? &parent->children_low_usage :
+			  &parent->children_min_usage);
+}
+
+/*
+ * Effective min and low of @g for reclaim from @root, computed top-down
+ * along the chain: O(depth).
+ */
+void memcg_protection(struct tally_memcg *root, struct tally_memcg *g,
+		      long *emin, long *elow)
+{
+	struct tally_memcg *chain[TALLY_MEMCG_MAX_DEPTH + 1];
+	unsigned int n = 0;
+	long pmin = 0, plow = 0;
+
+	for (struct tally_memcg *l = g; l != root; l = l->parent)
+		chain[n++] = l;
+	*emin = *elow = 0;
+	while (n--) {
+		struct tally_memcg *l = chain[n];
+		long usage = LOAD(&l->usage);
+
+		if (!usage) {
+			pmin = plow = 0;
+		} else if (l->parent == root) {
+			pmin = LOAD(&l->min);
+			plow = LOAD(&l->low);
+		} else {
+			pmin = effective_protection(usage, LOAD(&l->min), pmin,
+					siblings_protected(l->parent, 0));
+			plow = effective_protection(usage, LOAD(&l->low), plow,
+					siblings_protected(l->parent, 1));
+		}
+	}
+	*emin = pmin;
+	*elow = plow;
+}
+
+struct reclaim_pass {
+	struct tally_memcg *root;
+	long want;		/* bytes still wanted */
+	int below_low;		/* second pass: dip under low, not min */
+};
+
+/* The reclaim callbacks this thread is running, innermost first. */
+struct reclaim_frame {
+	struct tally_memcg *g;
+	struct reclaim_frame *outer;
+};
+
+static __thread struct reclaim_frame *calling;
+
+static bool calling_back(const struct tally_memcg *g)
+{
+	for (struct reclaim_frame *f = calling; f; f = f->outer)
+		if (f->g == g)
+			return true;
+	return false;
+}
+
+static long call_reclaim(struct tally_memcg *g, long ask)
+{
+	struct reclaim_frame frame = { g, calling };
+	tally_memcg_reclaim_fn fn;
+	long freed = 0;
+
+	__atomic_add_fetch(&g->reclaim_calls, 1, __ATOMIC_SEQ_CST);
+	fn = __atomic_load_n(&g->reclaim, __ATOMIC_SEQ_CST);
+	if (fn) {
+		(void)tally_inject(TALLY_INJECT_MEMCG_BEFORE_CALLBACK);
+		calling = &frame;
+		freed = fn(g, ask, __atomic_load_n(&g->reclaim_arg,
+						    __ATOMIC_SEQ_CST));
+		calling = frame.outer;
+	}
+	__atomic_sub_fetch(&g->reclaim_calls, 1, __ATOMIC_RELEASE);
+	return freed;
+}
+
+void memcg_reclaim_fork_child(struct tally_memcg *g)
+{
+	int mine = 0;
+
+	for (struct reclaim_frame *f = calling; f; f = f->outer)
+		mine += f->g == g;
+	g->reclaim_calls = mine;
+	g->reclaim_setting = 0;
+}
+
+static long local_usage(struct tally_memcg *g)
+{
+	long usage = LOAD(&g->usage);
+
+	for (struct tally_memcg *c = ACQUIRE(&g->first_child); c;
+	     c = ACQUIRE(&c->next_sibling))
+		if (!LOAD(&c->dead))
+			usage -= LOAD(&c->usage);
+	return usage > 0 ? usage : 0;
+}
+
+static long reclaim_one(struct tally_memcg *g, void *arg)
+{
+	struct reclaim_pass *p = arg;
+	tally_memcg_reclaim_fn fn = ACQUIRE(&g->reclaim);
+	long emin, elow, usage, floor, ask, freed;
+
+	if (p->want <= 0 || !fn || LOAD(&g->dead))
+		return 0;
+	usage = LOAD(&g->usage);
+	memcg_protection(p->root, g, &emin, &elow);
+	floor = p->below_low ? emin : (elow > emin ? elow : emin);
+	if (usage <= floor)
+		return 0;
+	ask = usage - floor;
+	if (ask > local_usage(g))
+		ask = local_usage(g);
+	if (ask > p->want)
+		ask = p->want;
+	if (ask <= 0)
+		return 0;
+	if (p->below_low && usage <= elow)
+		memcg_event(g, TALLY_MEMCG_EVENT_LOW);
+	freed = call_reclaim(g, ask);
+	/* What it says it freed: its uncharges may sit in stocks yet. */
+	p->want -= freed < 0 ? 0 : freed > ask ? ask : freed;
+	return 0;
+}
+
+/*
+ * Ask the callbacks of @h's subtree for @want bytes: unprotected memory
+ * first, then memory under low (never under min).  A thread that is
+ * already reclaiming does not reclaim again from its callbacks' charges.
+ */
+static __thread int in_reclaim;
+
+long memcg_reclaim(struct tally_memcg *h, long want)
+{
+	struct reclaim_pass p = { h, want, 0 };
+
+	if (in_reclaim || want <= 0)
+		return 0;
+	in_reclaim = 1;
+	memcg_walk(h, reclaim_one, &p);
+	if (p.want > 0) {
+		p.below_low = 1;
+		memcg_walk(h, reclaim_one, &p);
+	}
+	in_reclaim = 0;
+	return want - p.want;
+}
+
+/*
+ * After a charge reached the counters: a high event for every level above
+ * its high, and %TALLY_MEMCG_OVER_HIGH.  O(depth); no reclaim here.
+ */
+int memcg_note_high(struct tally_memcg *g)
+{
+	int over = 0;
+
+	for (struct tally_memcg *l = g; l; l = l->parent) {
+		if (LOAD(&l->usage) <= LOAD(&l->high))
+			continue;
+		memcg_event(l, TALLY_MEMCG_EVENT_HIGH);
+		over = TALLY_MEMCG_OVER_HIGH;
+	}
+	return over;
+}
+
+long tally_memcg_reclaim_high(struct tally_memcg *g)
+{
+	long total = 0;
+
+	if (!g)
+		return -EINVAL;
+	memcg_check_handle(g);
+	for (struct tally_memcg *l = memcg_resolve(g); l; l = l->parent) {
+		long usage = LOAD(&l->usage), high = LOAD(&l->high);
+
+		if (usage > high)
+			total += memcg_reclaim(l, usage - high);
+	}
+	return total;
+}
+
+int tally_memcg_high_delay(struct tally_memcg *g, long bytes,
+			   struct tally_memcg_throttle *out)
+{
+	/* The kernel's fixed point: overage in 1/2^20, delay scaling 2^14. */
+	const int precision = 20, scaling = 14;
+	const long max_delay_ns = 2000000000l, min_delay_ns = 10000000l;
+	/*
+	 * Overages at or above 2^40 (2^20 times high) give the 2 s maximum
+	 * for any charge size and batch; saturating there keeps every
+	 * product below in 128 bits.
+	 */
+	const long max_overage = 1l << 40;
+	long worst = 0;
+	__int128 delay;
+
+	if (!g || !out || bytes < 1)
+		return -EINVAL;
+	*out = (struct tally_memcg_throttle){ 0, NULL, 0 };
+	for (struct tally_memcg *l = memcg_resolve(g); l; l = l->parent) {
+		long usage = LOAD(&l->usage), high = LOAD(&l->high);
+		__int128 wide;
+		long overage;
+
+		if (usage <= high)
+			continue;
+		if (usage - high > out->over)
+			out->over = usage - high;
+		wide = ((__int128)(usage - high) << precision) /
+		       (high > 0 ? high : 1);
+		overage = wide > max_overage ? max_overage : (long)wide;
+		if (overage > worst) {
+			worst = overage;
+			out->group = l;
+		}
+	}
+	if (!worst)
+		return 0;
+	/* overage^2 seconds, scaled down; proportional to the charge. */
+	delay = (__int128)worst * worst * 1000000000l;
+	delay >>= precision + scaling;
+	if (delay > (__int128)max_delay_ns * g->tree->batch)
+		delay = (__int128)max_delay_ns * g->tree->batch;
+	delay = delay * bytes / g->tree->batch;
+	if (delay > max_delay_ns)
+		delay = max_delay_ns;
+	out->delay_ns = delay < min_delay_ns ? 0 : (long)delay;
+	return 0;
+}
+
+
+/* Sleep until *@word reads @value (callbacks may run long). */
+static void wait_until(int *word, int value)
+{
+	long nap = 1000;
+
+	while (__atomic_load_n(word, __ATOMIC_SEQ_CST) != value) {
+		memcg_sleep_ns(nap);
+		nap = nap * 2 > 1000000 ? 1000000 : nap * 2;
+	}
+}
+
+int tally_memcg_set_reclaim(struct tally_memcg *g, tally_memcg_reclaim_fn fn,
+			    void *arg)
+{
+	int free_turn = 0;
+
+	if (!g || LOAD(&g->dead))
+		return -EINVAL;
+	memcg_check_handle(g);
+	if (calling_back(g))
+		return -EDEADLK;
+	for (long nap = 1000;
+	     !__atomic_compare_exchange_n(&g->reclaim_setting, &free_turn, 1,
+					  false, __ATOMIC_ACQUIRE,
+					  __ATOMIC_RELAXED);
+	     free_turn = 0) {
+		memcg_sleep_ns(nap);
+		nap = nap * 2 > 1000000 ? 1000000 : nap * 2;
+	}
+	__atomic_store_n(&g->reclaim, NULL, __ATOMIC_SEQ_CST);
+	wait_until(&g->reclaim_calls, 0);
+	__atomic_store_n(&g->reclaim_arg, arg, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&g->reclaim, fn, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&g->reclaim_setting, 0, __ATOMIC_RELEASE);
+	return 0;
+}
+
+int tally_memcg_protection(struct tally_memcg *g, long *emin, long *elow)
+{
+	long m, l;
+
+	unsigned int token;
+
+	if (!g)
+		return -EINVAL;
+	g = memcg_resolve(g);
+	token = grace_read_lock();	/* siblings may be freed meanwhile */
+	memcg_protection(g->tree->root, g, &m, &l);
+	grace_read_unlock(token);
+	if (emin)
+		*emin = m;
+	if (elow)
+		*elow = l;
+	return 0;
+}
+

@@ -1427,17 +1427,25 @@ stat:
 
 /*
  * Is @s the memory.stat of @mem: exported under the same prefix as
- * "P_hier_STAT", or under "P_memory_stat" (tally/export.h's ways)?  Its
+ * "P_hier_STAT", or under "P_memory_stat" (tally/export.h's ways), with
+ * the same groups (tally_memcg_stats_tree() has the memory tree's)?  Its
  * states are then bytes, its events counts (enum tally_memcg_stat).
  */
-static bool is_memory_stat(const struct section *s, const struct section *mem)
+static bool is_memory_stat(const struct section *s, struct section *mem)
 {
 	size_t n = mem->prefix_len;
 
-	return !memcmp(s->prefix, mem->prefix, n < s->prefix_len ? n : s->prefix_len) &&
-	       (s->prefix_len == n ||
-		(s->prefix_len == n + 12 &&
-		 !memcmp(s->prefix + n, "_memory_stat", 12)));
+	if (s->prefix_len < n || memcmp(s->prefix, mem->prefix, n) ||
+	    !(s->prefix_len == n ||
+	      (s->prefix_len == n + 12 &&
+	       !memcmp(s->prefix + n, "_memory_stat", 12))) ||
+	    s->nr_nodes != mem->nr_nodes)
+		return false;
+	for (size_t k = 0; k < s->nr_nodes; k++)
+		if (*hash_slot(mem, s->nodes[k].path, s->nodes[k].path_len) ==
+		    SIZE_MAX)
+			return false;
+	return true;
 }
 
 /* Where each kept sample goes, between the two passes of build_model(). */

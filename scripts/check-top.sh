@@ -12,8 +12,11 @@
 # the same in OpenMetrics with no limit written +Inf.  groups.expected is
 # the frame both give.
 #
-# The HTTP endpoints are a fixture server in /usr/bin/python3 on
-# 127.0.0.1, port 0, in this script's process tree, stopped at the end.
+# The live exporters: build/examples/http_endpoint --serve (libtally_http
+# on 127.0.0.1, a port the kernel picks), and `tally metrics --demo` as a
+# textfile, also served by a fixture server in /usr/bin/python3 on
+# 127.0.0.1 port 0 with error statuses and broken responses; both run in
+# this script's process tree and are stopped at the end.
 # Waits poll for an outcome with a 60 s bound that only catches hangs.
 # Prints like a test binary: PASS/FAIL lines, last "N passed, N failed".
 set -u
@@ -23,9 +26,11 @@ tally=${1:-build/tally}
 tmp=$(mktemp -d)
 server=
 live=
+endpoint=
 cleanup() {
 	[ -n "$server" ] && kill "$server" 2>/dev/null
 	[ -n "$live" ] && kill "$live" 2>/dev/null
+	[ -n "$endpoint" ] && kill "$endpoint" 2>/dev/null
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -130,6 +135,17 @@ else
 		"$tmp/why"
 fi
 cp "$tmp/out" "$tmp/groups.frame"
+
+# docs/cli.md shows that frame, from the OpenMetrics fixture.
+sed -n '/^\$ build\/tally top --once tests\/top\/groups.om$/,/^```$/p' \
+	docs/cli.md | sed '1d;$d' > "$tmp/docs.frame"
+"$tally" top --once tests/top/groups.om > "$tmp/out" 2>&1
+if [ -s "$tmp/docs.frame" ] && cmp -s "$tmp/docs.frame" "$tmp/out"; then
+	pass top_sample_in_docs_cli_md_is_what_the_tool_prints
+else
+	diff "$tmp/docs.frame" "$tmp/out" > "$tmp/why"
+	fail top_sample_in_docs_cli_md_is_what_the_tool_prints "$tmp/why"
+fi
 
 # The same frame from OpenMetrics, where no limit is +Inf: "max".
 run --once tests/top/groups.om
@@ -346,6 +362,57 @@ else
 	{ echo "exit $rc"; cat "$tmp/err"; diff "$tmp/om.frame" \
 	  "$tmp/http.frame"; } > "$tmp/why"
 	fail top_over_http_shows_memory_groups_with_inf_limits "$tmp/why"
+fi
+
+# The library's own endpoint: memory groups with +Inf limits, and a
+# statistics tree of the same prefix whose groups are not the memory
+# groups' (so not their memory.stat).
+if [ -x build/examples/http_endpoint ]; then
+	build/examples/http_endpoint --serve > "$tmp/endpoint.out" 2>&1 &
+	endpoint=$!
+	if wait_for "$tmp/endpoint.out" '^serving http://127\.0\.0\.1:[0-9]+/metrics$'; then
+		url=$(sed -n 's|^serving \(http://.*\)$|\1|p' "$tmp/endpoint.out")
+		run --once "$url"
+		# Depth, name, then min, low, high, max of a memory group
+		# (its usage counts per-CPU stock reservations, which vary
+		# with the machine), every value of a statistics group.
+		awk '/^memory groups/ { print; mem = 1; on = 1; next }
+		     /^statistics groups/ { print; mem = 0; on = 1; next }
+		     on && /^$/ { on = 0 }
+		     on && !/^GROUP/ { match($0, /^ */)
+			if (mem) print RLENGTH / 2, $1, $4, $5, $6, $7
+			else print RLENGTH / 2, $0 }' "$tmp/out" |
+			sed 's/  */ /g' > "$tmp/endpoint.frame"
+		cat > "$tmp/endpoint.expected" <<'EOF'
+memory groups (tally_memory_*)
+0 / 0 0 max max
+1 app 0 0 max max
+2 cache 0 0 max 1.0M
+statistics groups (tally_hier_*), accuracy bound 0
+0 / 8.0K 3
+1 tenant-a 8.0K 3
+2 web 8.0K 2
+EOF
+		if [ "$rc" -eq 0 ] &&
+		   cmp -s "$tmp/endpoint.expected" "$tmp/endpoint.frame"; then
+			pass top_reads_the_libtally_http_endpoint_of_a_running_program
+		else
+			{ echo "exit $rc"; cat "$tmp/out" "$tmp/err"; } > "$tmp/why"
+			fail top_reads_the_libtally_http_endpoint_of_a_running_program \
+				"$tmp/why"
+		fi
+	else
+		cat "$tmp/endpoint.out" > "$tmp/why"
+		fail top_reads_the_libtally_http_endpoint_of_a_running_program \
+			"$tmp/why"
+	fi
+	kill "$endpoint"
+	wait "$endpoint" 2>/dev/null
+	endpoint=
+else
+	echo "build/examples/http_endpoint is missing: make HTTP=yes examples" \
+		"(needs libmicrohttpd-dev)" > "$tmp/why"
+	fail top_reads_the_libtally_http_endpoint_of_a_running_program "$tmp/why"
 fi
 
 # --- hostile input --------------------------------------------------------

@@ -194,13 +194,14 @@ $(BUILD)/examples/http_%: examples/http_%.c $(PUBLIC_HEADERS) \
 # (-Wno-tsan): tally uses them for store-load ordering on the simulated and
 # no-membarrier paths, never for happens-before.  The runner also runs the
 # examples, scripts/check-exports.sh, scripts/check-cli.sh (the tool),
-# scripts/check-docs.sh (docs/API.md and the tool's output in the docs up
-# to date, every function's Context), scripts/check-readme.sh (the docs'
-# programs compile and run) and scripts/check-prometheus.sh (a real
-# Prometheus server scrapes examples/http_endpoint.c), and prints the
-# closing "N passed, N failed" line.  The packages it needs are named,
-# then installed, by scripts/ensure-deps.sh; promtool and the Prometheus
-# server are only unpacked into build/tools, never installed.
+# scripts/check-top.sh (tally top), scripts/check-docs.sh (docs/API.md
+# and the tool's output in the docs up to date, every function's Context),
+# scripts/check-readme.sh (the docs' programs compile and run) and
+# scripts/check-prometheus.sh (a real Prometheus server scrapes
+# examples/http_endpoint.c), and prints the closing "N passed, N failed"
+# line.  The packages it needs are named, then installed, by
+# scripts/ensure-deps.sh; promtool and the Prometheus server are only
+# unpacked into build/tools, never installed.
 test: deps
 	@sh scripts/ensure-deps.sh test build/tools
 	$(MAKE) --no-print-directory BUILD=build HTTP=yes lib tests examples \

@@ -37,4 +37,14 @@ int tally_cmd_info(int argc, char **argv);
  */
 int tally_cmd_metrics(int argc, char **argv);
 
+/**
+ * tally_cmd_top() - `tally top URL|FILE`: a running program's memory
+ *	groups and statistics groups, refreshed.
+ * @argc: argument count, including argv[0].
+ * @argv: the arguments.
+ *
+ * Return: the exit status (3: the source is not a valid exposition).
+ */
+int tally_cmd_top(int argc, char **argv);
+
 #endif /* TALLY_CLI_H */

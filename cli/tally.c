@@ -10,12 +10,13 @@
  *   tally plot RESULT.json [-o DIR]	plots of a benchmark's JSON
  *   tally info [options]		how tally runs on this machine
  *   tally metrics --demo [options]	a demonstration tree's export
+ *   tally top URL|FILE [options]	a running program's groups, live
  *   tally version, --version, -V	print the version
  *   tally --help, help [COMMAND]	list the commands, or describe one
  *
  * Every message on standard error starts with "tally: "; exit statuses
  * are those of cli.h (0 done, 1 failed, 2 bad command line; tally plot
- * adds 3, gnuplot missing).
+ * adds 3, gnuplot missing; tally top 3, not a valid exposition).
  *
  * Commands and benchmarks are rows of tables of {name, function, help},
  * walked by one dispatcher: a new benchmark is one row in bench_commands[]
@@ -54,6 +55,8 @@ static const struct command commands[] = {
 	  "rseq, CPUs, counter tree shape, membarrier, accuracy bounds" },
 	{ "metrics", tally_cmd_metrics,
 	  "print a demonstration tree's Prometheus/OpenMetrics export" },
+	{ "top", tally_cmd_top,
+	  "a running program's memory and statistics groups, live" },
 	{ "version", cmd_version, "print the version (also --version, -V)" },
 	{ NULL, NULL, NULL },
 };

@@ -64,11 +64,24 @@ static struct tally_memcg *group_alloc(struct tally_memcg_tree *t,
 
 static void group_free(struct tally_memcg_tree *t, struct tally_memcg *g)
 {
-	(void)t;
 	if (g->evfd >= 0)
 		close(g->evfd);
 	g->magic = MEMCG_MAGIC_FREED;
+#ifdef TALLY_DEBUG
+	/*
+	 * Debug builds keep freed groups, poisoned, until the tree goes: a
+	 * handle used after its last put aborts with a message instead of
+	 * touching reused memory.
+	 */
+	g->next_all = __atomic_load_n(&t->graveyard, __ATOMIC_RELAXED);
+	while (!__atomic_compare_exchange_n(&t->graveyard, &g->next_all, g,
+					    true, __ATOMIC_RELEASE,
+					    __ATOMIC_RELAXED))
+		;
+#else
+	(void)t;
 	free(g);
+#endif
 }
 
 /* After a grace period: nothing can reach @node's group any more. */
@@ -215,6 +228,10 @@ void tally_memcg_tree_destroy(struct tally_memcg_tree *t)
 	for (g = t->all; g; g = next) {
 		next = g->next_all;
 		group_free(t, g);
+	}
+	for (g = t->graveyard; g; g = next) {
+		next = g->next_all;
+		free(g);
 	}
 	tally_stats_tree_destroy(t->stats);
 	tally_percpu_free(t->domain, t->stocks);

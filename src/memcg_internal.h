@@ -110,6 +110,7 @@ struct tally_memcg_tree {
 	struct tally_stats_tree *stats;
 	struct tally_memcg *root;
 	struct tally_memcg *all;
+	struct tally_memcg *graveyard;	/* debug builds: freed groups */
 
 	pthread_cond_t kill_done;	/* with oom_lock: a kill ended */
 	struct tally_memcg_task *killing;	/* under oom_lock */

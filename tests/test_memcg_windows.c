@@ -9,7 +9,11 @@
  * test.
  */
 #include <errno.h>
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <tally/memcg.h>
 
@@ -111,5 +115,42 @@ TEST(charge_of_a_zombie_survives_its_ancestor_destroyed_in_the_window)
 		tally_memcg_tree_destroy(t);
 	}
 }
+
+#ifdef TALLY_DEBUG
+/* Debug builds: a handle used after its last put aborts, with a message. */
+TEST(a_handle_used_after_its_last_put_aborts_in_debug_builds)
+{
+	int calls;
+
+	for (calls = 0; calls < 3; calls++) {
+		int status = 0;
+		pid_t pid = fork();
+
+		REQUIRE(pid >= 0);
+		if (pid == 0) {
+			struct tally_memcg_tree *t = NULL;
+			struct tally_memcg *g = NULL;
+
+			/* Quiet: the abort's message is the point, not noise. */
+			if (!freopen("/dev/null", "w", stderr))
+				_exit(3);
+			if (tally_memcg_tree_create(&t, NULL) ||
+			    tally_memcg_create(tally_memcg_root(t), "q", &g) ||
+			    tally_memcg_destroy(g))
+				_exit(2);
+			tally_memcg_put(g);	/* the last reference */
+			if (calls == 0)
+				tally_memcg_charge(g, 1 << 20, 0);
+			else if (calls == 1)
+				tally_memcg_destroy(g);
+			else
+				tally_memcg_put(g);
+			_exit(0);
+		}
+		REQUIRE(waitpid(pid, &status, 0) == pid);
+		CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT);
+	}
+}
+#endif /* TALLY_DEBUG */
 
 #endif /* TALLY_INJECT */

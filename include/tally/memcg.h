@@ -73,8 +73,10 @@
  * so nothing charged is lost.  Once destroyed and its last reference put,
  * its memory and event file descriptor are freed, after every lock-free
  * walk of the tree that could stand on it has ended.  Using a handle after
- * its last put is undefined (debug builds abort with a message); the root
- * lives until the tree is destroyed, and putting it does nothing.
+ * its last put is undefined; builds with -DTALLY_DEBUG keep freed groups
+ * poisoned until the tree is destroyed, so that such a use aborts with a
+ * message.  The root lives until the tree is destroyed, and putting it
+ * does nothing.
  *
  * Callbacks: setting or removing a reclaim callback or an OOM policy
  * returns only when no call of the old callback is running or can start,

@@ -341,13 +341,18 @@ static void drain_atomic(struct tally_memcg_tree *t, struct tally_memcg *h)
  * Give every slot of @h's subtree back to the counters.  Caller holds
  * drain_lock.  Returns the transfers in flight seen under @h (refills
  * between the counters and a slot, uncharges between a slot and the
- * counters), read before the slots: a caller that needs every byte in the
- * counters waits for them and drains again.
+ * counters): a caller that needs every byte in the counters waits for
+ * them and drains again.
  */
 long memcg_drain_locked(struct tally_memcg *h)
 {
 	struct tally_memcg_tree *t = h->tree;
-	long refilling = memcg_walk(h, refills_in_flight, NULL);
+	/*
+	 * Before the slots are emptied: a refill that may still put bytes
+	 * in a slot after them passed the pressure check before the caller
+	 * set pressure, so it counted itself before this read.
+	 */
+	long in_flight = memcg_walk(h, refills_in_flight, NULL);
 	unsigned int token = grace_read_lock();
 
 	if (t->rseq)
@@ -356,7 +361,12 @@ long memcg_drain_locked(struct tally_memcg *h)
 		drain_atomic(t, h);
 	grace_read_unlock(token);
 	INC(&t->drains);
-	return refilling;
+	/*
+	 * After: an uncharge that took a batch from a slot before the drain
+	 * counted itself first, so it is seen here until the batch is in
+	 * the counters; one that comes later finds no slot to take from.
+	 */
+	return in_flight + memcg_walk(h, refills_in_flight, NULL);
 }
 
 /*

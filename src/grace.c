@@ -13,7 +13,9 @@
  *
  * Mechanism: two reader counts and an epoch, as SRCU with two counters.
  * A reader adds one to readers[epoch & 1] and keeps the index; it leaves by
- * subtracting one from that same count.  The epoch may advance from e to
+ * subtracting one from that same count.  Each count is split in
+ * GRACE_SHARDS cache lines chosen by the reader's CPU, so that readers on
+ * different CPUs do not write the same line; only sums are compared.  The epoch may advance from e to
  * e + 1 only when readers[(e + 1) & 1] is zero: every reader that started
  * in epoch e - 1 has left.  An object retired in epoch e is freed once the
  * epoch reached e + 2: readers of epochs <= e are all gone.  A reader that
@@ -28,8 +30,9 @@
  * readers are slow paths (drains, reclaim, walks, reads of destroyed
  * groups), not the charge fast path, which a held reference protects.
  *
- * Costs: a section is two atomic adds on a shared line; grace_poll() is
- * O(1) plus the callbacks it runs.  Nothing here allocates.
+ * Costs: a section is two uncontended atomic adds on its CPU's line;
+ * grace_poll() is O(GRACE_SHARDS) plus the callbacks it runs.  Nothing
+ * here allocates.
  *
  * fork(): the child has only the forking thread, so the counts are rebuilt
  * from that thread's own sections (it may fork inside one).
@@ -37,12 +40,20 @@
 #include <pthread.h>
 #include <stddef.h>
 
+#include <tally/percpu.h>
+
 #include "grace.h"
 #include "percpu_internal.h"
 
+#define GRACE_SHARDS 64
+
+struct grace_shard {
+	long readers[2];
+} __attribute__((aligned(64)));
+
 static struct {
 	unsigned long epoch;
-	long readers[2] __attribute__((aligned(64)));
+	struct grace_shard shard[GRACE_SHARDS] __attribute__((aligned(64)));
 	pthread_mutex_t lock __attribute__((aligned(64)));
 	struct grace_node *head;
 	struct grace_node **tail;
@@ -55,20 +66,34 @@ static struct {
 /* This thread's open sections per index: the fork child's counts. */
 static __thread long held[2];
 
+/* The token: the index in bit 0, the shard above it. */
 unsigned int grace_read_lock(void)
 {
 	unsigned int idx =
 		(unsigned int)__atomic_load_n(&gp.epoch, __ATOMIC_SEQ_CST) & 1;
+	unsigned int shard = tally_current_cpu() % GRACE_SHARDS;
 
 	held[idx]++;
-	__atomic_add_fetch(&gp.readers[idx], 1, __ATOMIC_SEQ_CST);
-	return idx;
+	__atomic_add_fetch(&gp.shard[shard].readers[idx], 1, __ATOMIC_SEQ_CST);
+	return shard << 1 | idx;
 }
 
 void grace_read_unlock(unsigned int token)
 {
-	__atomic_sub_fetch(&gp.readers[token], 1, __ATOMIC_SEQ_CST);
-	held[token]--;
+	__atomic_sub_fetch(&gp.shard[token >> 1].readers[token & 1], 1,
+			   __ATOMIC_SEQ_CST);
+	held[token & 1]--;
+}
+
+/* Readers of index @idx, over every shard (each may be negative alone). */
+static long readers(unsigned int idx)
+{
+	long sum = 0;
+
+	for (int i = 0; i < GRACE_SHARDS; i++)
+		sum += __atomic_load_n(&gp.shard[i].readers[idx],
+				       __ATOMIC_SEQ_CST);
+	return sum;
 }
 
 /* Caller holds gp.lock: advance the epoch as far as readers allow (2). */
@@ -77,7 +102,7 @@ static void advance(void)
 	for (int i = 0; i < 2; i++) {
 		unsigned long e = __atomic_load_n(&gp.epoch, __ATOMIC_SEQ_CST);
 
-		if (__atomic_load_n(&gp.readers[(e + 1) & 1], __ATOMIC_SEQ_CST))
+		if (readers((unsigned int)(e + 1) & 1))
 			return;
 		__atomic_store_n(&gp.epoch, e + 1, __ATOMIC_SEQ_CST);
 	}
@@ -169,8 +194,12 @@ static void fork_parent(void)
 
 static void fork_child(void)
 {
-	gp.readers[0] = held[0];
-	gp.readers[1] = held[1];
+	/* Only this thread's sections are left; their unlocks may hit any
+	 * shard: only the sums matter. */
+	for (int i = 0; i < GRACE_SHARDS; i++)
+		gp.shard[i].readers[0] = gp.shard[i].readers[1] = 0;
+	gp.shard[0].readers[0] = held[0];
+	gp.shard[0].readers[1] = held[1];
 	tally_mutex_reset(&gp.lock);
 }
 

@@ -24,8 +24,8 @@ struct grace_node {
 
 /*
  * Enter and leave a read-side section: async-signal-safe, wait-free (one
- * atomic add each), nestable.  A section must not call user code: a
- * reader stopped inside one only delays reclamation, never blocks anyone.
+ * atomic add each, on a line of the reader's CPU), nestable.  A reader
+ * stopped inside one only delays reclamation, never blocks anyone.
  */
 unsigned int grace_read_lock(void);
 void grace_read_unlock(unsigned int token);

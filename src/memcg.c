@@ -373,11 +373,10 @@ int tally_memcg_tree_info(const struct tally_memcg_tree *t,
 /* ---- stats ------------------------------------------------------------ */
 
 /*
- * A live group's statistics group is its own until it is destroyed (the
- * caller does not update a group it is destroying).  A destroyed group's
- * updates go to its nearest live ancestor, which another thread may be
- * destroying: inside a read-side section its statistics group stays
- * allocated (destroy finishes it one grace period later).
+ * An update goes to the group's statistics group, or a destroyed group's
+ * to its nearest live ancestor's.  Another thread may be destroying
+ * either: inside a read-side section the statistics group stays allocated
+ * (destroy finishes it one grace period later).
  */
 static int stat_mod(struct tally_memcg *g, unsigned int cpu,
 		    enum tally_memcg_stat item, long delta)
@@ -385,9 +384,6 @@ static int stat_mod(struct tally_memcg *g, unsigned int cpu,
 	unsigned int token;
 	int err;
 
-	if (__builtin_expect(!ACQUIRE(&g->dead), 1))
-		return cpu == NO_CPU ? tally_stats_mod(g->stats, item, delta) :
-			tally_stats_mod_cpu(g->stats, cpu, item, delta);
 	token = grace_read_lock();
 	g = memcg_resolve(g);
 	(void)tally_inject(TALLY_INJECT_MEMCG_RESOLVED);

@@ -274,10 +274,9 @@ int tally_memcg_find(struct tally_memcg_tree *t, const char *path,
  * Its remaining charge and its local events move to the parent: every
  * ancestor's usage and hierarchical events are the same before and after,
  * and the parent's local events gain the group's.  Its stats stay in its
- * ancestors' hierarchical memory.stat (the statistics tree's destroy);
- * stop updating its stats before destroying it, as tally_stats_group_destroy()
- * requires.  Charges and uncharges in flight on @g from other threads are
- * not lost: they land in @g before or in the parent after.  Handles stay
+ * ancestors' hierarchical memory.stat.  Charges, uncharges and stat
+ * updates in flight on @g from other threads are not lost: they land in
+ * @g before or in the parent after.  Handles stay
  * valid until their last put (see the file comment): later charges,
  * uncharges and stat updates go to the nearest live ancestor; its tasks
  * are detached, its reclaim callback is no longer called, its event file
@@ -578,7 +577,9 @@ int tally_memcg_drain(struct tally_memcg *g);
  *
  * The items are separate from the charge: a program charges bytes and
  * says what they are (anon, file, ...) here.  An update of the statistics
- * tree (tally_stats_mod()): rseq, no atomic, no lock.
+ * tree (tally_stats_mod(): rseq, no lock) inside a read-side section of
+ * the tree's groups (two uncontended atomic adds), so that it may race
+ * with the destroy of the group or of the ancestor it lands in.
  *
  * Context: MT-safe, async-signal-safe, lock-free; never waits.
  *

@@ -118,7 +118,7 @@ void grace_retire(struct grace_node *node, void (*fn)(struct grace_node *),
 	node->epoch = __atomic_load_n(&gp.epoch, __ATOMIC_SEQ_CST);
 	*gp.tail = node;
 	gp.tail = &node->next;
-	gp.pending++;
+	__atomic_add_fetch(&gp.pending, 1, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&gp.lock);
 }
 
@@ -137,7 +137,7 @@ void grace_poll(void)
 		gp.head = n->next;
 		if (!gp.head)
 			gp.tail = &gp.head;
-		gp.pending--;
+		__atomic_sub_fetch(&gp.pending, 1, __ATOMIC_RELAXED);
 		n->next = NULL;
 		*done_tail = n;
 		done_tail = &n->next;
@@ -166,7 +166,7 @@ void grace_flush_owner(const void *owner)
 			*link = found->next;
 			if (!*link)
 				gp.tail = link;
-			gp.pending--;
+			__atomic_sub_fetch(&gp.pending, 1, __ATOMIC_RELAXED);
 			break;
 		}
 		pthread_mutex_unlock(&gp.lock);

@@ -109,6 +109,8 @@ void memcg_counters_sub(struct tally_memcg *from, struct tally_memcg *upto,
 struct tally_memcg *memcg_counters_add(struct tally_memcg *g, long n,
 					bool force)
 {
+	long raised[TALLY_MEMCG_MAX_DEPTH + 1];	/* each level's new usage */
+
 	for (struct tally_memcg *l = g; l; l = l->parent) {
 		long max, usage;
 
@@ -130,9 +132,15 @@ retry:
 			__atomic_sub_fetch(&l->usage, n, __ATOMIC_RELAXED);
 			goto retry;
 		}
-		raise_peak(l, usage + n);
+		raised[l->depth] = usage + n;
 		memcg_propagate_protected(l, usage + n);
 	}
+	/*
+	 * Peaks only once every level took the charge: a level that refused
+	 * undid the ones below, whose peaks must not keep it.
+	 */
+	for (struct tally_memcg *l = g; l; l = l->parent)
+		raise_peak(l, raised[l->depth]);
 	return NULL;
 }
 

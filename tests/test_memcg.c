@@ -2196,3 +2196,23 @@ TEST(tree_options_refuse_a_max_batch_below_the_batch_or_above_1_gib)
 	CHECK_EQ_LONG(tally_memcg_tree_create(&t, &o), 0);
 	tally_memcg_tree_destroy(t);
 }
+
+TEST(a_refused_charge_raises_no_peak_below_the_level_that_refused_it)
+{
+	struct tally_memcg_tree *t = exact_tree();
+	struct tally_memcg *p, *c;
+	long peak;
+
+	REQUIRE(chain_new(t, &p, &c));
+	REQUIRE(set_limit(p, TALLY_MEMCG_MAX, 64 * KB));
+	CHECK_EQ_LONG(tally_memcg_charge(c, 60 * KB, 0), 0);
+	peak = tally_memcg_peak(c, false);
+	CHECK(peak >= 60 * KB && peak <= 64 * KB);
+	/* c's own level would take it; p refuses: c's peak stays. */
+	CHECK_EQ_LONG(tally_memcg_charge(c, 16 * KB, TALLY_MEMCG_NORECLAIM),
+		      -ENOMEM);
+	CHECK_EQ_LONG(tally_memcg_peak(c, false), peak);
+	CHECK_LE_LONG(tally_memcg_peak(p, false), 64 * KB);
+	CHECK_EQ_LONG(tally_memcg_uncharge(c, 60 * KB), 0);
+	tally_memcg_tree_destroy(t);
+}

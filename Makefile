@@ -34,6 +34,14 @@ LDFLAGS_ALL := -pthread $(SAN) $(LDFLAGS)
 LIBS := -lm
 
 LIB_SRC := $(wildcard src/*.c)
+# The jemalloc integration (tally/jemalloc.h): its own libraries, so that
+# libtally never depends on jemalloc, and the preload library of
+# `tally run` (libtally_jemalloc and libtally inside, exporting nothing).
+JE_OBJ := $(BUILD)/obj/src/jemalloc/tally_jemalloc.o
+RUN_OBJ := $(BUILD)/obj/src/jemalloc/run_preload.o
+JE_LIBS := -ljemalloc
+JE_TEST_SRC := $(wildcard tests/jemalloc/*.c)
+JE_TEST_BIN := $(JE_TEST_SRC:tests/jemalloc/%.c=$(BUILD)/tests/%)
 BENCH_SRC := $(wildcard bench/*.c)
 CLI_SRC := $(wildcard cli/*.c)
 TEST_SRC := $(wildcard tests/test_*.c)
@@ -50,7 +58,7 @@ TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 EXAMPLE_BIN := $(EXAMPLE_SRC:examples/%.c=$(BUILD)/examples/%)
 SO_LINKS := $(BUILD)/$(SONAME) $(BUILD)/libtally.so
 
-.PHONY: all lib tests examples test check demo docs install uninstall clean \
+.PHONY: all lib jemalloc tests examples test check demo docs install uninstall clean \
 	deps
 # Keep the test objects make sees as intermediate: no relink every run.
 .SECONDARY:
@@ -61,9 +69,12 @@ all: deps lib $(BUILD)/tally tests examples
 deps:
 	@sh scripts/ensure-deps.sh build
 
-lib: $(BUILD)/libtally.a $(BUILD)/$(SO_FILE) $(SO_LINKS)
+lib: $(BUILD)/libtally.a $(BUILD)/$(SO_FILE) $(SO_LINKS) jemalloc
 
-tests: $(TEST_BIN)
+jemalloc: $(BUILD)/libtally_jemalloc.a $(BUILD)/libtally_jemalloc.so \
+	$(BUILD)/libtally_run.so
+
+tests: $(TEST_BIN) $(if $(SAN),,$(JE_TEST_BIN))
 
 examples: $(EXAMPLE_BIN)
 
@@ -96,6 +107,38 @@ $(BUILD)/$(SONAME): $(BUILD)/$(SO_FILE)
 
 $(BUILD)/libtally.so: $(BUILD)/$(SONAME)
 	ln -sf $(SONAME) $@
+
+$(BUILD)/tally_jemalloc.map: $(PUBLIC_HEADERS) scripts/gen-exports.sh
+	@mkdir -p $(dir $@)
+	CC="$(CC)" sh scripts/gen-exports.sh map jemalloc > $@.tmp
+	@mv $@.tmp $@
+
+$(BUILD)/libtally_jemalloc.a: $(JE_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+# libtally_jemalloc.so.0 needs libtally.so.0 (one copy of tally, one
+# current group per thread), found beside it.
+$(BUILD)/libtally_jemalloc.so.0: $(JE_OBJ) $(BUILD)/tally_jemalloc.map \
+		$(BUILD)/libtally.so
+	$(CC) -shared -Wl,-soname,libtally_jemalloc.so.0 \
+		-Wl,--version-script,$(BUILD)/tally_jemalloc.map \
+		-Wl,--no-undefined-version -Wl,-rpath,'$$ORIGIN' \
+		-o $@ $(JE_OBJ) -L$(BUILD) -ltally $(JE_LIBS) $(LDFLAGS_ALL)
+
+$(BUILD)/libtally_jemalloc.so: $(BUILD)/libtally_jemalloc.so.0
+	ln -sf libtally_jemalloc.so.0 $@
+
+$(BUILD)/libtally_run.so: $(RUN_OBJ) $(JE_OBJ) $(BUILD)/libtally.a
+	$(CC) -shared -Wl,--version-script,src/jemalloc/run_preload.map \
+		-Wl,--exclude-libs,ALL -o $@ $(RUN_OBJ) $(JE_OBJ) \
+		$(BUILD)/libtally.a $(JE_LIBS) $(LDFLAGS_ALL) $(LIBS)
+
+$(BUILD)/tests/%: $(BUILD)/obj/tests/jemalloc/%.o $(SUPPORT_OBJ) \
+		$(BUILD)/libtally_jemalloc.a $(BUILD)/libtally.a
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $< $(SUPPORT_OBJ) $(BUILD)/libtally_jemalloc.a \
+		$(BUILD)/libtally.a $(JE_LIBS) $(LDFLAGS_ALL) $(LIBS) -ldl
 
 $(BUILD)/tally: $(CLI_OBJ) $(BENCH_OBJ) $(BUILD)/libtally.a
 	$(CC) -o $@ $(CLI_OBJ) $(BENCH_OBJ) $(BUILD)/libtally.a $(LDFLAGS_ALL) $(LIBS)

@@ -29,7 +29,7 @@ endif
 OPT ?= -O2 -g
 SAN ?=
 CFLAGS_ALL := -std=gnu11 -fPIC -pthread $(OPT) $(SAN) $(WARN) -Iinclude -Isrc \
-	$(CFLAGS)
+	-DTALLY_LIBDIR='"$(LIBDIR)"' $(CFLAGS)
 LDFLAGS_ALL := -pthread $(SAN) $(LDFLAGS)
 LIBS := -lm
 

@@ -10,12 +10,14 @@
  *   tally plot RESULT.json [-o DIR]	plots of a benchmark's JSON
  *   tally info [options]		how tally runs on this machine
  *   tally metrics --demo [options]	a demonstration tree's export
+ *   tally run [options] -- PROGRAM	a program under a memory limit
  *   tally version, --version, -V	print the version
  *   tally --help, help [COMMAND]	list the commands, or describe one
  *
  * Every message on standard error starts with "tally: "; exit statuses
  * are those of cli.h (0 done, 1 failed, 2 bad command line; tally plot
- * adds 3, gnuplot missing).
+ * adds 3, gnuplot missing; tally run exits with its program's status, or
+ * 125, 126, 127 as env(1) does).
  *
  * Commands and benchmarks are rows of tables of {name, function, help},
  * walked by one dispatcher: a new benchmark is one row in bench_commands[]
@@ -54,6 +56,8 @@ static const struct command commands[] = {
 	  "rseq, CPUs, counter tree shape, membarrier, accuracy bounds" },
 	{ "metrics", tally_cmd_metrics,
 	  "print a demonstration tree's Prometheus/OpenMetrics export" },
+	{ "run", tally_cmd_run,
+	  "run a program with its allocations charged to a memory group" },
 	{ "version", cmd_version, "print the version (also --version, -V)" },
 	{ NULL, NULL, NULL },
 };

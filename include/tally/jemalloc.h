@@ -193,19 +193,25 @@ int tally_jemalloc_release(struct tally_memcg *g);
  * @active: jemalloc's active pages of the arenas (stats.arenas.<i>.pactive).
  * @dirty: their dirty pages (freed, not purged).
  * @muzzy: their muzzy pages (0: the hooks do not purge lazily).
+ * @adopted: for the automatic arenas, what tally_jemalloc_init() charged
+ *	for the pages they held already (0 for a group's arenas).
  * @arenas: the number of arenas.
  *
- * At quiescence charged == active + dirty + muzzy, and charged == active
- * after tally_jemalloc_purge(); while threads allocate, each value is read
- * at a slightly different moment.  For the automatic arenas the pages
- * they held when tally_jemalloc_init() charged them count too (their
- * retained address space, which jemalloc already held committed).
+ * At quiescence, for a group's arenas, charged == active + dirty + muzzy,
+ * and charged == active after tally_jemalloc_purge(); while threads
+ * allocate, each value is read at a slightly different moment.  The
+ * automatic arenas may have held address space committed by jemalloc's
+ * default hooks (retained) before the install: it was adopted (charged)
+ * as it was, and stays charged until jemalloc reuses and purges it, so
+ * for them active + dirty + muzzy <= charged <= active + dirty + muzzy +
+ * adopted.
  */
 struct tally_jemalloc_stats {
 	long charged;
 	long active;
 	long dirty;
 	long muzzy;
+	long adopted;
 	unsigned int arenas;
 };
 

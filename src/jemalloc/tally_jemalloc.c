@@ -83,6 +83,7 @@ static struct {
 	size_t mib_thread_arena[2], mib_flush[3];
 	size_t page;
 	atomic_uint next_shard;
+	long adopted;			/* charged by install_auto() */
 } tj = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 /* The thread's arena as we last set it (-1: never set by us). */
@@ -341,6 +342,7 @@ static int install_auto(struct tally_memcg *g)
 		group_hold(g);
 		atomic_store(&a->group, g);
 		atomic_store(&a->charged, held);
+		tj.adopted += held;
 		if (held > 0) {
 			tally_memcg_charge(g, held, TALLY_MEMCG_NOFAIL);
 			tally_memcg_stat_mod(g, TALLY_MEMCG_ANON, held);
@@ -682,6 +684,8 @@ int tally_jemalloc_stats(struct tally_memcg *g,
 			out->charged += atomic_load(&list[i]->charged);
 		}
 		out->arenas = nr;
+		if (!g)
+			out->adopted = tj.adopted;
 	}
 	pthread_mutex_unlock(&tj.lock);
 	return ret;

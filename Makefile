@@ -42,6 +42,9 @@ RUN_OBJ := $(BUILD)/obj/src/jemalloc/run_preload.o
 JE_LIBS := -ljemalloc
 JE_TEST_SRC := $(wildcard tests/jemalloc/*.c)
 JE_TEST_BIN := $(JE_TEST_SRC:tests/jemalloc/%.c=$(BUILD)/tests/%)
+# Plain programs (no tally inside) that scripts/check-run.sh runs under
+# `tally run`; the static one is refused.
+RUN_PROBES := $(BUILD)/tests/run/run_probe $(BUILD)/tests/run/run_probe_static
 BENCH_SRC := $(wildcard bench/*.c)
 CLI_SRC := $(wildcard cli/*.c)
 TEST_SRC := $(wildcard tests/test_*.c)
@@ -74,7 +77,7 @@ lib: $(BUILD)/libtally.a $(BUILD)/$(SO_FILE) $(SO_LINKS) jemalloc
 jemalloc: $(BUILD)/libtally_jemalloc.a $(BUILD)/libtally_jemalloc.so \
 	$(BUILD)/libtally_run.so
 
-tests: $(TEST_BIN) $(if $(SAN),,$(JE_TEST_BIN))
+tests: $(TEST_BIN) $(if $(SAN),,$(JE_TEST_BIN) $(RUN_PROBES))
 
 examples: $(EXAMPLE_BIN)
 
@@ -139,6 +142,14 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/jemalloc/%.o $(SUPPORT_OBJ) \
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $< $(SUPPORT_OBJ) $(BUILD)/libtally_jemalloc.a \
 		$(BUILD)/libtally.a $(JE_LIBS) $(LDFLAGS_ALL) $(LIBS) -ldl
+
+$(BUILD)/tests/run/run_probe: tests/run/run_probe.c Makefile
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 $(OPT) $(WARN) -o $@ $< -pthread
+
+$(BUILD)/tests/run/run_probe_static: tests/run/run_probe.c Makefile
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 $(OPT) $(WARN) -static -o $@ $< -pthread
 
 $(BUILD)/tally: $(CLI_OBJ) $(BENCH_OBJ) $(BUILD)/libtally.a
 	$(CC) -o $@ $(CLI_OBJ) $(BENCH_OBJ) $(BUILD)/libtally.a $(LDFLAGS_ALL) $(LIBS)

@@ -14,6 +14,7 @@ links() {
 	return $r
 }
 have_cc || need="$need gcc libc6-dev"
+[ -f /usr/include/jemalloc/jemalloc.h ] || need="$need libjemalloc-dev"
 command -v make >/dev/null 2>&1 || need="$need make"
 if [ "$1" = test ] && have_cc; then
 	links "-fsanitize=address,undefined" || need="$need libasan8 libubsan1"

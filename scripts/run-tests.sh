@@ -21,6 +21,8 @@
 #                             without gnuplot;
 #   scripts/check-cli.sh      the command-line tool: help, errors, exit
 #                             statuses, info's bounds, the metrics demo.
+#   scripts/check-run.sh      `tally run` on python3, sqlite3 and C
+#                             programs under limits, and its bad input.
 #   scripts/check-docs.sh     docs/API.md is what scripts/gen-api-docs.sh
 #                             makes of the headers, and every public
 #                             function's comment has a Context: line.
@@ -118,6 +120,7 @@ run_set examples scripts/check-examples.sh
 run_set exports scripts/check-exports.sh
 run_set plot scripts/check-plot.sh
 run_set cli scripts/check-cli.sh
+run_set run scripts/check-run.sh
 run_set docs scripts/check-docs.sh
 
 echo "$total_passed passed, $total_failed failed"

@@ -165,6 +165,15 @@ $(BUILD)/examples/%: examples/%.c $(PUBLIC_HEADERS) $(BUILD)/libtally.a Makefile
 	$(CC) -std=c11 $(OPT) $(SAN) $(WARN) -Iinclude -o $@ $< \
 		$(BUILD)/libtally.a $(LDFLAGS_ALL) $(LIBS)
 
+# The example of the jemalloc integration links it (and jemalloc: its
+# malloc is jemalloc's).
+$(BUILD)/examples/tenant_server: examples/tenant_server.c $(PUBLIC_HEADERS) \
+		$(BUILD)/libtally_jemalloc.a $(BUILD)/libtally.a Makefile
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 $(OPT) $(SAN) $(WARN) -Iinclude -o $@ $< \
+		$(BUILD)/libtally_jemalloc.a $(BUILD)/libtally.a $(JE_LIBS) \
+		$(LDFLAGS_ALL) $(LIBS)
+
 # Every test, four builds: plain, fault injection, ASan+UBSan, TSan.
 # TALLY_INJECT compiles the hook points of src/inject.h in (the inject and
 # ASan builds), so the tests can preempt, migrate or signal a thread at the

@@ -238,9 +238,17 @@ install: lib $(BUILD)/tally
 	ln -sf $(SO_FILE) $(DESTDIR)$(LIBDIR)/$(SONAME)
 	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libtally.so
 	install -m 755 $(BUILD)/tally $(DESTDIR)$(BINDIR)/
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' \
-		-e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' -e 's|@VERSION@|$(VERSION)|' \
-		tally.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/tally.pc
+	install -m 644 $(BUILD)/libtally_jemalloc.a $(DESTDIR)$(LIBDIR)/
+	install -m 755 $(BUILD)/libtally_jemalloc.so.0 $(DESTDIR)$(LIBDIR)/
+	ln -sf libtally_jemalloc.so.0 $(DESTDIR)$(LIBDIR)/libtally_jemalloc.so
+	install -d $(DESTDIR)$(LIBDIR)/tally
+	install -m 755 $(BUILD)/libtally_run.so $(DESTDIR)$(LIBDIR)/tally/
+	for pc in tally tally-jemalloc; do \
+		sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' \
+			-e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' \
+			-e 's|@VERSION@|$(VERSION)|' \
+			$$pc.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/$$pc.pc || exit 1; \
+	done
 
 # What install put there, with the same variables; directories that are
 # left empty are removed (never one that still holds something else).
@@ -250,9 +258,15 @@ uninstall:
 	done
 	rm -f $(DESTDIR)$(LIBDIR)/libtally.a $(DESTDIR)$(LIBDIR)/$(SO_FILE) \
 		$(DESTDIR)$(LIBDIR)/$(SONAME) $(DESTDIR)$(LIBDIR)/libtally.so \
-		$(DESTDIR)$(LIBDIR)/pkgconfig/tally.pc $(DESTDIR)$(BINDIR)/tally
+		$(DESTDIR)$(LIBDIR)/pkgconfig/tally.pc $(DESTDIR)$(BINDIR)/tally \
+		$(DESTDIR)$(LIBDIR)/libtally_jemalloc.a \
+		$(DESTDIR)$(LIBDIR)/libtally_jemalloc.so.0 \
+		$(DESTDIR)$(LIBDIR)/libtally_jemalloc.so \
+		$(DESTDIR)$(LIBDIR)/tally/libtally_run.so \
+		$(DESTDIR)$(LIBDIR)/pkgconfig/tally-jemalloc.pc
 	-rmdir -p $(sort $(dir $(PUBLIC_HEADERS:include/%=$(DESTDIR)$(INCLUDEDIR)/%))) \
-		$(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(BINDIR) 2>/dev/null
+		$(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(LIBDIR)/tally \
+		$(DESTDIR)$(BINDIR) 2>/dev/null
 
 clean:
 	rm -rf build

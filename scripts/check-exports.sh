@@ -85,6 +85,19 @@ else
 	fail exports_have_version_TALLY_0_1 "$why"
 fi
 
+# The jemalloc integration's library exports its header's functions only.
+je=$build/libtally_jemalloc.so.0
+nm -D --defined-only "$je" 2>/dev/null | awk '$2 != "A" { print $3 }' |
+	sed 's/@.*//' | LC_ALL=C sort -u > "$tmp/je_exported"
+CC="$cc" sh scripts/gen-exports.sh list jemalloc > "$tmp/je_declared"
+if [ -s "$tmp/je_declared" ] && cmp -s "$tmp/je_declared" "$tmp/je_exported"
+then
+	pass jemalloc_library_exports_exactly_its_header_declarations
+else
+	differ "$tmp/je_declared" "$tmp/je_exported" declared exported > "$why"
+	fail jemalloc_library_exports_exactly_its_header_declarations "$why"
+fi
+
 # Variables: exported data objects vs the external variables gcc describes
 # in the debug information of a file including every public header.
 awk '$1 ~ /^[BDGRSV]$/ { sub(/@.*/, "", $2); print $2 }' "$tmp/dyn" |
@@ -183,21 +196,30 @@ for src in examples/*.c; do
 	name=${name%.c}
 	bin=$tmp/bin/$name
 	test=example_${name}_links_to_the_installed_shared_library
-	# $flags: word splitting wanted.
+	# The jemalloc integration's example links its library too.
+	use=$flags
+	want=libtally.so.0
+	if grep -q '<tally/jemalloc.h>' "$src"; then
+		use=$(pkg-config --cflags --libs tally-jemalloc 2>&1)
+		want="libtally.so.0 libtally_jemalloc.so.0"
+	fi
+	# $use: word splitting wanted.
 	if ! $cc -std=c11 -O2 -Wall -Wextra -Werror -o "$bin" "$src" \
-		$flags > "$why" 2>&1; then
+		$use > "$why" 2>&1; then
 		fail "$test" "$why"
 		continue
 	fi
 	needed=$(readelf -d "$bin" |
-		sed -n 's/.*(NEEDED).*\[\(libtally.*\)\]/\1/p')
+		sed -n 's/.*(NEEDED).*\[\(libtally.*\)\]/\1/p' |
+		LC_ALL=C sort | tr '\n' ' ')
+	needed=${needed% }
 	# Code of tally in the program: linked statically.  (Its variables
 	# may be there: copy relocations of the library's, versioned.)
 	copied=$(nm -g --defined-only "$bin" |
 		awk '$2 ~ /^[TW]$/ && $3 ~ /^tally_/ { print $3 }')
 	loaded=$(LD_LIBRARY_PATH=$root/lib ldd "$bin" |
 		awk '$1 == "libtally.so.0" { print $3 }')
-	if [ "$needed" = libtally.so.0 ] && [ -z "$copied" ] &&
+	if [ "$needed" = "$want" ] && [ -z "$copied" ] &&
 	   [ "$loaded" = "$root/lib/libtally.so.0" ]; then
 		pass "$test"
 	else

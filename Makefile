@@ -217,8 +217,9 @@ demo: all
 	$(BUILD)/tally bench oom --json $(DEMO)/oom.json
 	$(BUILD)/tally bench export --json $(DEMO)/export.json
 	$(BUILD)/tally bench charge --json $(DEMO)/charge.json
+	$(BUILD)/tally bench malloc --json $(DEMO)/malloc.json
 	rm -rf $(DEMO)/plots
-	for b in counter stats oom export charge; do \
+	for b in counter stats oom export charge malloc; do \
 		$(BUILD)/tally plot $(DEMO)/$$b.json -o $(DEMO)/plots || exit 1; \
 	done
 	@echo "plots: $(DEMO)/plots/index.html"

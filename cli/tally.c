@@ -7,6 +7,7 @@
  *   tally bench oom [options]		the victim selection benchmark
  *   tally bench export [options]	the export benchmark
  *   tally bench charge [options]	the memory charging benchmark
+ *   tally bench malloc [options]	the allocation accounting benchmark
  *   tally plot RESULT.json [-o DIR]	plots of a benchmark's JSON
  *   tally info [options]		how tally runs on this machine
  *   tally metrics --demo [options]	a demonstration tree's export
@@ -73,6 +74,8 @@ static const struct command bench_commands[] = {
 	  "Prometheus/OpenMetrics export of a 1,000 x 10 tree" },
 	{ "charge", tally_bench_charge,
 	  "memory charging: tally vs kernel, ClickHouse, page counter" },
+	{ "malloc", tally_bench_malloc,
+	  "malloc-heavy workload: glibc, jemalloc, +tally, +tracker" },
 	{ NULL, NULL, NULL },
 };
 

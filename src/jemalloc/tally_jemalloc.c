@@ -94,6 +94,15 @@ static __thread bool thread_has_shard;
 /* The install of the automatic arenas' hooks: their metadata, mapped
  * through our alloc hook then, is not charged. */
 static __thread bool in_install;
+/*
+ * The commit the calling thread's hooks refused last, if no hook ran
+ * since.  When a commit is refused jemalloc falls back to a fresh mapping
+ * of the same size, committed (extent_alloc_wrapper()): that is the same
+ * allocation failing, refused here without a second charge attempt (the
+ * group would count two max and oom events for one failed malloc()).
+ */
+static __thread struct arena *refused_arena;
+static __thread size_t refused_size;
 
 /*
  * Every group reference the integration takes or drops: an arena holds
@@ -170,8 +179,14 @@ static void *hook_alloc(extent_hooks_t *h, void *new_addr, size_t size,
 {
 	struct arena *a = arena_of(h);
 	bool want_commit = *commit;
+	bool retry = refused_arena == a && refused_size == size;
 	void *p;
 
+	refused_arena = NULL;
+	if (want_commit && retry && !new_addr) {
+		errno = ENOMEM;
+		return NULL;
+	}
 	if (want_commit && !in_install && !charge(a, size))
 		return NULL;
 	p = tj.dflt->alloc(tj.dflt, new_addr, size, alignment, zero, commit,
@@ -192,7 +207,12 @@ static bool hook_commit(extent_hooks_t *h, void *addr, size_t size,
 	(void)addr;
 	(void)size;
 	(void)ind;
-	return !charge(arena_of(h), length);
+	refused_arena = NULL;
+	if (charge(arena_of(h), length))
+		return false;
+	refused_arena = arena_of(h);
+	refused_size = length;
+	return true;
 }
 
 static bool hook_decommit(extent_hooks_t *h, void *addr, size_t size,
@@ -200,6 +220,7 @@ static bool hook_decommit(extent_hooks_t *h, void *addr, size_t size,
 {
 	(void)size;
 	(void)ind;
+	refused_arena = NULL;
 	if (madvise((char *)addr + offset, length, MADV_DONTNEED))
 		return true;
 	uncharge(arena_of(h), length);

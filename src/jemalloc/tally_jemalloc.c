@@ -663,11 +663,22 @@ int tally_jemalloc_release(struct tally_memcg *g)
 	return ret;
 }
 
+/* Add arena @a's pages and charge to @out (stats refreshed). */
+static void add_arena(const struct arena *a, struct tally_jemalloc_stats *out)
+{
+	long active, dirty, muzzy;
+
+	arena_pages(a->ind, &active, &dirty, &muzzy);
+	out->active += active;
+	out->dirty += dirty;
+	out->muzzy += muzzy;
+	out->charged += atomic_load(&a->charged);
+	out->arenas++;
+}
+
 int tally_jemalloc_stats(struct tally_memcg *g,
 			 struct tally_jemalloc_stats *out)
 {
-	struct arena *list[MAX_ARENAS];
-	unsigned int nr = 0;
 	int ret = 0;
 
 	if (!out)
@@ -676,6 +687,7 @@ int tally_jemalloc_stats(struct tally_memcg *g,
 		return -ENOTSUP;
 	memset(out, 0, sizeof(*out));
 	pthread_mutex_lock(&tj.lock);
+	refresh_stats();
 	if (g) {
 		struct group_arenas *ga = find_locked(g);
 
@@ -687,26 +699,12 @@ int tally_jemalloc_stats(struct tally_memcg *g,
 		else
 			for (unsigned int i = 0; i < ga->nr; i++)
 				if (ga->arena[i])
-					list[nr++] = ga->arena[i];
+					add_arena(ga->arena[i], out);
 	} else {
 		for (unsigned int i = 0; i < MAX_ARENAS; i++)
 			if (tj.arenas[i].is_auto)
-				list[nr++] = &tj.arenas[i];
-	}
-	if (!ret) {
-		refresh_stats();
-		for (unsigned int i = 0; i < nr; i++) {
-			long active, dirty, muzzy;
-
-			arena_pages(list[i]->ind, &active, &dirty, &muzzy);
-			out->active += active;
-			out->dirty += dirty;
-			out->muzzy += muzzy;
-			out->charged += atomic_load(&list[i]->charged);
-		}
-		out->arenas = nr;
-		if (!g)
-			out->adopted = tj.adopted;
+				add_arena(&tj.arenas[i], out);
+		out->adopted = tj.adopted;
 	}
 	pthread_mutex_unlock(&tj.lock);
 	return ret;

@@ -24,10 +24,9 @@
  * jemalloc returns every freed object to the arena it came from,
  * whichever thread frees it, so the uncharge always reaches the group
  * that was charged, and nothing per object is stored or looked up: a
- * malloc()/free() pair costs exactly what it costs in jemalloc alone,
- * and only the page-level events (a new slab or large extent, a purge),
- * a few in every thousand allocations of a malloc-heavy workload, pay a
- * charge.  This is the kernel's model (pages charged when they are
+ * malloc()/free() pair runs jemalloc's own code and nothing else, and
+ * only the page-level events (pages committed for a new slab or large
+ * extent, pages purged) pay a charge or an uncharge.  This is the kernel's model (pages charged when they are
  * allocated, whatever objects they hold).  The other design, a charge per
  * object with the owner group found from the pointer, costs a charge, an
  * uncharge and a lookup on every pair (several ns on a pair of 20 to 40
@@ -48,7 +47,9 @@
  * does not fit first purges the dirty pages of every arena, then retries
  * with the group's reclaim callbacks and OOM policy.  Active pages hold
  * the live objects and the slack of jemalloc's size classes and slabs.
- * The arenas' own metadata (jemalloc's base allocator) is not charged.
+ * The arenas' own metadata (jemalloc's base allocator) is not charged,
+ * except the blocks the automatic arenas (but arena 0) map for it after
+ * tally_jemalloc_init() installed their hooks.
  * At quiescence and after tally_jemalloc_purge(), charged equals
  * jemalloc's active pages of the arenas exactly: see
  * tally_jemalloc_stats().
@@ -61,8 +62,10 @@
  * thread that frees an object allocated in another group keeps it in its
  * cache and may reuse it for its own group before the cache is flushed;
  * that object's bytes then stay charged to the group it came from while
- * it lives.  Within one group (a thread pool serving one tenant) this
- * never matters.  tally_jemalloc_flush() (or a switch) bounds it.
+ * it lives (nothing is lost: its free uncharges that group).  Within one
+ * group (a thread pool serving one tenant) this never matters; a thread
+ * that frees other groups' objects can call tally_jemalloc_flush() after
+ * doing so, which leaves them no time in its cache.
  *
  * Limits: a charge that does not fit makes the allocation fail as
  * jemalloc fails it: malloc() returns NULL with errno ENOMEM (realloc()

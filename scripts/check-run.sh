@@ -119,10 +119,13 @@ for k, n in sorted(v.items()):
         print(k, n)
 print("objects", len(x))
 PY
+# A file of its own for each run: the script must never read another
+# run's figures.
 for mode in malloc pymalloc; do
+	rm -f "$tmp/$mode.prom"
 	if run "python3_${mode}_metrics_are_written_while_it_runs" 0 \
-		env PYTHONMALLOC=$mode "$tally" run --metrics "$tmp/m.prom" \
-		--interval 0.2 -- python3 "$tmp/bound.py" "$tmp/m.prom"; then
+		env PYTHONMALLOC=$mode "$tally" run --metrics "$tmp/$mode.prom" \
+		--interval 0.2 -- python3 "$tmp/bound.py" "$tmp/$mode.prom"; then
 		cp "$tmp/out" "$tmp/$mode.out"
 		pass "python3_${mode}_metrics_are_written_while_it_runs"
 	fi

@@ -329,12 +329,27 @@ static void refresh_stats(void)
  */
 static int install_auto(struct tally_memcg *g)
 {
-	unsigned int narenas;
-	size_t len = sizeof(narenas);
+	unsigned int narenas, nauto;
+	size_t len = sizeof(narenas), oversize = 0;
 	char name[64];
 
-	if (mallctl("arenas.narenas", &narenas, &len, NULL, 0))
+	if (mallctl("arenas.narenas", &narenas, &len, NULL, 0) ||
+	    mallctl("opt.narenas", &nauto, &len, NULL, 0))
 		return -ENOTSUP;
+	/*
+	 * jemalloc's huge arena (index nauto, for allocations of
+	 * opt.oversize_threshold bytes and more) is created on its first use
+	 * with the default hooks, and its index cannot be initialized
+	 * through arena.<i>.extent_hooks: make it exist now, so that it gets
+	 * the hooks like the others (this thread is on an automatic arena).
+	 */
+	read_size("opt.oversize_threshold", &oversize);
+	if (oversize && narenas > nauto) {
+		void *p = mallocx(oversize, MALLOCX_TCACHE_NONE);
+
+		if (p)
+			dallocx(p, MALLOCX_TCACHE_NONE);
+	}
 	if (narenas > MAX_ARENAS)
 		narenas = MAX_ARENAS;
 	refresh_stats();
@@ -348,6 +363,8 @@ static int install_auto(struct tally_memcg *g)
 		len = sizeof(init);
 		if (mallctl(name, &init, &len, NULL, 0))
 			return -ENOTSUP;
+		if (!init && i >= nauto)
+			continue;	/* a huge arena that could not be made */
 		if (init) {
 			long active, dirty, muzzy;
 			size_t retained = 0;

@@ -335,3 +335,52 @@ TEST(a_destroyed_group_loses_nothing_and_its_arenas_serve_the_next_group)
 	CHECK(tally_jemalloc_release(q2) == 0);
 	CHECK(reused);
 }
+
+/*
+ * A process whose threads have no group of their own: with auto_group,
+ * jemalloc's automatic arenas (the huge arena of 8 MiB allocations too)
+ * charge it.  Run in a fresh copy of this binary: the integration is
+ * installed once per process.
+ */
+TEST(auto_group_charges_the_allocations_of_threads_without_a_group)
+{
+	if (!harness_is_child()) {
+		const char *const env[] = { NULL };
+
+		CHECK_EQ_LONG(RERUN_THIS_TEST(env), 0);
+		return;
+	}
+	struct tally_memcg_tree *t = util_memcg_tree(NULL, 0);
+	struct tally_memcg *g = util_memcg_group(tally_memcg_root(t), "all");
+	struct tally_jemalloc_options opts = { .auto_group = g };
+	struct tally_jemalloc_stats st;
+
+	REQUIRE(tally_jemalloc_init(&opts) == 0);
+	REQUIRE(tally_jemalloc_stats(NULL, &st) == 0);
+	CHECK_EQ_LONG(usage(g), st.adopted);
+	CHECK_EQ_LONG(st.charged, st.adopted);
+
+	char *huge = malloc(12l << 20);		/* the huge arena's */
+	void *small[1000];
+
+	REQUIRE(huge);
+	memset(huge, 1, 12l << 20);
+	for (unsigned int i = 0; i < ARRAY_SIZE(small); i++)
+		REQUIRE((small[i] = malloc(size_of(i))) != NULL);
+	REQUIRE(tally_jemalloc_stats(NULL, &st) == 0);
+	CHECK_LE_LONG(12l << 20, st.active);
+	CHECK_LE_LONG(st.active + st.dirty + st.muzzy, st.charged);
+	CHECK_LE_LONG(st.charged, st.active + st.dirty + st.muzzy + st.adopted);
+	CHECK_EQ_LONG(usage(g), st.charged);
+
+	free(huge);
+	for (unsigned int i = 0; i < ARRAY_SIZE(small); i++)
+		free(small[i]);
+	tally_jemalloc_flush();
+	tally_jemalloc_purge(NULL);
+	REQUIRE(tally_jemalloc_stats(NULL, &st) == 0);
+	CHECK_LE_LONG(st.active, st.charged);
+	CHECK_LE_LONG(st.charged, st.active + st.adopted);
+	CHECK_EQ_LONG(usage(g), st.charged);
+	harness_child_exit();
+}

@@ -121,7 +121,12 @@ struct tally_jemalloc_options {
  *
  * With @auto_group set, the automatic arenas get the charging hooks: the
  * pages they hold at that moment are charged to it (%TALLY_MEMCG_NOFAIL)
- * and from then on every page they commit or decommit.
+ * and from then on every page they commit or decommit.  jemalloc's huge
+ * arena (allocations of opt.oversize_threshold bytes and more, 8 MiB by
+ * default), which jemalloc creates on its first use, is created then by
+ * one such allocation, so that it has the hooks too.  Call it before the
+ * process has other threads, from a thread that has not been moved to a
+ * group's arena.
  *
  * Context: MT-safe; not async-signal-safe: calls mallctl(), allocates.
  *
@@ -143,7 +148,8 @@ int tally_jemalloc_init(const struct tally_jemalloc_options *opts);
  * Context: MT-safe; not async-signal-safe: takes the integration's lock,
  * calls mallctl(); a first use of a group creates arenas.
  *
- * Return: the thread's previous group, as tally_memcg_set_current().  If
+ * Return: the thread's previous group, as tally_memcg_set_current().
+ * Before tally_jemalloc_init() only the current group changes.  If
  * the group's arenas cannot be created (jemalloc's 4,096 arenas used up,
  * no memory), the thread's group is still set but it allocates from the
  * automatic arenas.

@@ -34,12 +34,12 @@
  * malloc + one free, in CPU time of each thread (thread_cpu_ns()), median
  * of the repetitions (designs interleaved).  Then, with every thread stopped holding its working set,
  * the accounting error: each design's figure minus the exact live bytes
- * (the sum of the sizes in the slots): tally's charge (jemalloc's active
- * and dirty pages of the group's arenas, so its error is jemalloc's
- * overhead: size classes, partly used slabs, thread caches, dirty pages
- * until purged, whatever the number of threads), the tracker's shared
- * counter (what each thread has not flushed is missing: up to 4 MiB per
- * thread).
+ * (the sum of the sizes in the slots): tally's charge (exactly jemalloc's
+ * active and dirty pages of the group's arenas, so against the live bytes
+ * its error is jemalloc's overhead: size classes, partly used slabs,
+ * thread caches, and the dirty pages until they are purged; shown after a
+ * purge too), the tracker's shared counter (the bytes asked for, less
+ * what each thread has not flushed: up to 4 MiB per thread either way).
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -622,11 +622,13 @@ int tally_bench_malloc(int argc, char **argv)
 	if (!err) {
 		double load;
 
-		fprintf(r->out, "\ntally charges pages (jemalloc's active + "
-			"dirty pages of the group's arenas):\nits error "
-			"against the live bytes is jemalloc's own overhead, "
-			"whatever the threads;\nthe tracker misses what each "
-			"thread has not flushed (up to %ld MiB a thread).\n",
+		fprintf(r->out, "\ntally charges pages, exactly jemalloc's "
+			"active + dirty pages of the group's arenas:\n"
+			"against the live bytes that adds jemalloc's overhead "
+			"(size classes, slabs, caches)\nand the dirty pages "
+			"until they are purged; the tracker counts the bytes "
+			"asked for,\nbut misses what each thread has not "
+			"flushed (up to %ld MiB a thread).\n",
 			UNTRACKED_MAX >> 20);
 		if (getloadavg(&load, 1) == 1)
 			fprintf(r->out, "load average (1 min) at the end: "

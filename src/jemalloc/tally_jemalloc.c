@@ -448,7 +448,7 @@ int tally_jemalloc_init(const struct tally_jemalloc_options *opts)
 		ret = -ENOMEM;
 		goto out;
 	}
-	tj.installed = true;
+	__atomic_store_n(&tj.installed, true, __ATOMIC_RELEASE);
 out:
 	pthread_mutex_unlock(&tj.lock);
 	return ret;

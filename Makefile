@@ -31,7 +31,7 @@ endif
 OPT ?= -O2 -g
 SAN ?=
 CFLAGS_ALL := -std=gnu11 -fPIC -pthread -mcx16 $(OPT) $(SAN) $(WARN) -Iinclude -Isrc \
-	$(CFLAGS)
+	-DTALLY_LIBDIR='"$(LIBDIR)"' $(CFLAGS)
 LDFLAGS_ALL := -pthread $(SAN) $(LDFLAGS)
 LIBS := -lm
 
@@ -59,6 +59,30 @@ endif
 HTTP_HEADERS := include/tally/export_http.h
 
 LIB_SRC := $(wildcard src/*.c)
+# The jemalloc integration (tally/jemalloc.h): its own libraries, so that
+# libtally never depends on jemalloc, and the preload library of
+# `tally run` (libtally_jemalloc and libtally inside, exporting nothing).
+# Built when jemalloc's header is found (Debian: libjemalloc-dev);
+# JEMALLOC=no leaves it out, JEMALLOC=yes insists (make test does).
+HAVE_JEMALLOC := $(shell printf '\043include <jemalloc/jemalloc.h>\n' | \
+	$(CC) -E -x c - >/dev/null 2>&1 && echo yes)
+JEMALLOC ?= $(if $(HAVE_JEMALLOC),yes,no)
+JE_HEADERS := include/tally/jemalloc.h
+JE_OBJ := $(BUILD)/obj/src/jemalloc/tally_jemalloc.o
+RUN_OBJ := $(BUILD)/obj/src/jemalloc/run_preload.o
+JE_LIBS := -ljemalloc
+JE_TEST_SRC := $(wildcard tests/jemalloc/*.c)
+JE_TEST_BIN := $(JE_TEST_SRC:tests/jemalloc/%.c=$(BUILD)/tests/%)
+# Plain programs (no tally inside) that scripts/check-run.sh runs under
+# `tally run`; the static one is refused.
+RUN_PROBES := $(BUILD)/tests/run/run_probe $(BUILD)/tests/run/run_probe_static
+ifeq ($(JEMALLOC),yes)
+JE_FILES := jemalloc
+else
+JE_FILES :=
+JE_TEST_BIN :=
+RUN_PROBES :=
+endif
 BENCH_SRC := $(wildcard bench/*.c)
 CLI_SRC := $(wildcard cli/*.c)
 TEST_SRC := $(wildcard tests/test_*.c)
@@ -69,10 +93,14 @@ ifneq ($(HTTP),yes)
 TEST_SRC := $(filter-out tests/test_export_http.c,$(TEST_SRC))
 EXAMPLE_SRC := $(filter-out examples/http_%,$(EXAMPLE_SRC))
 endif
+# The integration's example needs libtally_jemalloc.
+ifneq ($(JEMALLOC),yes)
+EXAMPLE_SRC := $(filter-out examples/tenant_server.c,$(EXAMPLE_SRC))
+endif
 PUBLIC_HEADERS := $(wildcard include/tally/*.h include/tally/*/*.h)
 # Without the endpoint's library its header is not installed either.
-INSTALL_HEADERS := $(if $(filter yes,$(HTTP)),$(PUBLIC_HEADERS),\
-	$(filter-out $(HTTP_HEADERS),$(PUBLIC_HEADERS)))
+INSTALL_HEADERS := $(filter-out $(if $(filter yes,$(HTTP)),,$(HTTP_HEADERS)) \
+	$(if $(filter yes,$(JEMALLOC)),,$(JE_HEADERS)),$(PUBLIC_HEADERS))
 HEADERS := $(PUBLIC_HEADERS) \
 	$(wildcard src/*.h src/http/*.h bench/*.h tests/*.h cli/*.h)
 
@@ -84,8 +112,8 @@ TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 EXAMPLE_BIN := $(EXAMPLE_SRC:examples/%.c=$(BUILD)/examples/%)
 SO_LINKS := $(BUILD)/$(SONAME) $(BUILD)/libtally.so
 
-.PHONY: all lib http tests examples test check demo docs install uninstall \
-	clean deps
+.PHONY: all lib http jemalloc tests examples test check demo docs install \
+	uninstall clean deps
 # Keep the test objects make sees as intermediate: no relink every run.
 .SECONDARY:
 .DEFAULT_GOAL := all
@@ -95,11 +123,15 @@ all: deps lib $(BUILD)/tally tests examples
 deps:
 	@sh scripts/ensure-deps.sh build
 
-lib: $(BUILD)/libtally.a $(BUILD)/$(SO_FILE) $(SO_LINKS) $(HTTP_FILES)
+lib: $(BUILD)/libtally.a $(BUILD)/$(SO_FILE) $(SO_LINKS) $(HTTP_FILES) \
+	$(JE_FILES)
 
 http: $(HTTP_LIB_FILES)
 
-tests: $(TEST_BIN)
+jemalloc: $(BUILD)/libtally_jemalloc.a $(BUILD)/libtally_jemalloc.so \
+	$(BUILD)/libtally_run.so
+
+tests: $(TEST_BIN) $(if $(SAN),,$(JE_TEST_BIN) $(RUN_PROBES))
 
 examples: $(EXAMPLE_BIN)
 
@@ -158,6 +190,46 @@ $(BUILD)/$(HTTP_SONAME): $(BUILD)/$(HTTP_SO_FILE)
 $(BUILD)/libtally_http.so: $(BUILD)/$(HTTP_SONAME)
 	ln -sf $(HTTP_SONAME) $@
 
+$(BUILD)/tally_jemalloc.map: $(PUBLIC_HEADERS) scripts/gen-exports.sh
+	@mkdir -p $(dir $@)
+	CC="$(CC)" sh scripts/gen-exports.sh map jemalloc > $@.tmp
+	@mv $@.tmp $@
+
+$(BUILD)/libtally_jemalloc.a: $(JE_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+# libtally_jemalloc.so.0 needs libtally.so.0 (one copy of tally, one
+# current group per thread), found beside it.
+$(BUILD)/libtally_jemalloc.so.0: $(JE_OBJ) $(BUILD)/tally_jemalloc.map \
+		$(BUILD)/libtally.so
+	$(CC) -shared -Wl,-soname,libtally_jemalloc.so.0 \
+		-Wl,--version-script,$(BUILD)/tally_jemalloc.map \
+		-Wl,--no-undefined-version -Wl,-rpath,'$$ORIGIN' \
+		-o $@ $(JE_OBJ) -L$(BUILD) -ltally $(JE_LIBS) $(LDFLAGS_ALL)
+
+$(BUILD)/libtally_jemalloc.so: $(BUILD)/libtally_jemalloc.so.0
+	ln -sf libtally_jemalloc.so.0 $@
+
+$(BUILD)/libtally_run.so: $(RUN_OBJ) $(JE_OBJ) $(BUILD)/libtally.a
+	$(CC) -shared -Wl,--version-script,src/jemalloc/run_preload.map \
+		-Wl,--exclude-libs,ALL -o $@ $(RUN_OBJ) $(JE_OBJ) \
+		$(BUILD)/libtally.a $(JE_LIBS) $(LDFLAGS_ALL) $(LIBS)
+
+$(BUILD)/tests/%: $(BUILD)/obj/tests/jemalloc/%.o $(SUPPORT_OBJ) \
+		$(BUILD)/libtally_jemalloc.a $(BUILD)/libtally.a
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $< $(SUPPORT_OBJ) $(BUILD)/libtally_jemalloc.a \
+		$(BUILD)/libtally.a $(JE_LIBS) $(LDFLAGS_ALL) $(LIBS) -ldl
+
+$(BUILD)/tests/run/run_probe: tests/run/run_probe.c Makefile
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 $(OPT) $(WARN) -o $@ $< -pthread
+
+$(BUILD)/tests/run/run_probe_static: tests/run/run_probe.c Makefile
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 $(OPT) $(WARN) -static -o $@ $< -pthread
+
 $(BUILD)/tally: $(CLI_OBJ) $(BENCH_OBJ) $(BUILD)/libtally.a
 	$(CC) -o $@ $(CLI_OBJ) $(BENCH_OBJ) $(BUILD)/libtally.a $(LDFLAGS_ALL) $(LIBS)
 
@@ -185,6 +257,15 @@ $(BUILD)/examples/http_%: examples/http_%.c $(PUBLIC_HEADERS) \
 		$(BUILD)/libtally_http.a $(BUILD)/libtally.a $(LDFLAGS_ALL) \
 		$(HTTP_LIBS) $(LIBS)
 
+# The example of the jemalloc integration links it (and jemalloc: its
+# malloc is jemalloc's).
+$(BUILD)/examples/tenant_server: examples/tenant_server.c $(PUBLIC_HEADERS) \
+		$(BUILD)/libtally_jemalloc.a $(BUILD)/libtally.a Makefile
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 $(OPT) $(SAN) $(WARN) -Iinclude -o $@ $< \
+		$(BUILD)/libtally_jemalloc.a $(BUILD)/libtally.a $(JE_LIBS) \
+		$(LDFLAGS_ALL) $(LIBS)
+
 # Every test, four builds: plain, fault injection, ASan+UBSan, TSan.
 # TALLY_INJECT compiles the hook points of src/inject.h in (the inject and
 # ASan builds), so the tests can preempt, migrate or signal a thread at the
@@ -204,13 +285,13 @@ $(BUILD)/examples/http_%: examples/http_%.c $(PUBLIC_HEADERS) \
 # unpacked into build/tools, never installed.
 test: deps
 	@sh scripts/ensure-deps.sh test build/tools
-	$(MAKE) --no-print-directory BUILD=build HTTP=yes lib tests examples \
+	$(MAKE) --no-print-directory BUILD=build HTTP=yes JEMALLOC=yes lib tests examples \
 		build/tally
-	$(MAKE) --no-print-directory BUILD=build/inject HTTP=yes OPT="-O2 -g" \
+	$(MAKE) --no-print-directory BUILD=build/inject HTTP=yes JEMALLOC=yes OPT="-O2 -g" \
 		SAN="-DTALLY_INJECT -DTALLY_DEBUG" tests
-	$(MAKE) --no-print-directory BUILD=build/asan HTTP=yes OPT="-O1 -g" \
+	$(MAKE) --no-print-directory BUILD=build/asan HTTP=yes JEMALLOC=yes OPT="-O1 -g" \
 		SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all -DTALLY_DEBUG -DTALLY_INJECT" tests
-	$(MAKE) --no-print-directory BUILD=build/tsan HTTP=yes OPT="-O1 -g" \
+	$(MAKE) --no-print-directory BUILD=build/tsan HTTP=yes JEMALLOC=yes OPT="-O1 -g" \
 		SAN="-fsanitize=thread -Wno-tsan" tests
 	@sh scripts/run-tests.sh
 
@@ -239,8 +320,9 @@ demo: all
 	$(BUILD)/tally bench oom --json $(DEMO)/oom.json
 	$(BUILD)/tally bench export --json $(DEMO)/export.json
 	$(BUILD)/tally bench charge --json $(DEMO)/charge.json
+	$(BUILD)/tally bench malloc --json $(DEMO)/malloc.json
 	rm -rf $(DEMO)/plots
-	for b in counter stats oom export charge; do \
+	for b in counter stats oom export charge malloc; do \
 		$(BUILD)/tally plot $(DEMO)/$$b.json -o $(DEMO)/plots || exit 1; \
 	done
 	@echo "plots: $(DEMO)/plots/index.html"
@@ -260,9 +342,19 @@ install: lib $(BUILD)/tally
 	ln -sf $(SO_FILE) $(DESTDIR)$(LIBDIR)/$(SONAME)
 	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libtally.so
 	install -m 755 $(BUILD)/tally $(DESTDIR)$(BINDIR)/
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' \
-		-e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' -e 's|@VERSION@|$(VERSION)|' \
-		tally.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/tally.pc
+	for pc in tally $(if $(filter yes,$(JEMALLOC)),tally-jemalloc); do \
+		sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' \
+			-e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' \
+			-e 's|@VERSION@|$(VERSION)|' \
+			$$pc.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/$$pc.pc || exit 1; \
+	done
+ifeq ($(JEMALLOC),yes)
+	install -m 644 $(BUILD)/libtally_jemalloc.a $(DESTDIR)$(LIBDIR)/
+	install -m 755 $(BUILD)/libtally_jemalloc.so.0 $(DESTDIR)$(LIBDIR)/
+	ln -sf libtally_jemalloc.so.0 $(DESTDIR)$(LIBDIR)/libtally_jemalloc.so
+	install -d $(DESTDIR)$(LIBDIR)/tally
+	install -m 755 $(BUILD)/libtally_run.so $(DESTDIR)$(LIBDIR)/tally/
+endif
 ifeq ($(HTTP),yes)
 	install -m 644 $(BUILD)/libtally_http.a $(DESTDIR)$(LIBDIR)/
 	install -m 755 $(BUILD)/$(HTTP_SO_FILE) $(DESTDIR)$(LIBDIR)/
@@ -281,14 +373,20 @@ uninstall:
 	done
 	rm -f $(DESTDIR)$(LIBDIR)/libtally.a $(DESTDIR)$(LIBDIR)/$(SO_FILE) \
 		$(DESTDIR)$(LIBDIR)/$(SONAME) $(DESTDIR)$(LIBDIR)/libtally.so \
-		$(DESTDIR)$(LIBDIR)/pkgconfig/tally.pc $(DESTDIR)$(BINDIR)/tally
+		$(DESTDIR)$(LIBDIR)/pkgconfig/tally.pc $(DESTDIR)$(BINDIR)/tally \
+		$(DESTDIR)$(LIBDIR)/libtally_jemalloc.a \
+		$(DESTDIR)$(LIBDIR)/libtally_jemalloc.so.0 \
+		$(DESTDIR)$(LIBDIR)/libtally_jemalloc.so \
+		$(DESTDIR)$(LIBDIR)/tally/libtally_run.so \
+		$(DESTDIR)$(LIBDIR)/pkgconfig/tally-jemalloc.pc
 	rm -f $(DESTDIR)$(LIBDIR)/libtally_http.a \
 		$(DESTDIR)$(LIBDIR)/$(HTTP_SO_FILE) \
 		$(DESTDIR)$(LIBDIR)/$(HTTP_SONAME) \
 		$(DESTDIR)$(LIBDIR)/libtally_http.so \
 		$(DESTDIR)$(LIBDIR)/pkgconfig/tally_http.pc
 	-rmdir -p $(sort $(dir $(PUBLIC_HEADERS:include/%=$(DESTDIR)$(INCLUDEDIR)/%))) \
-		$(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(BINDIR) 2>/dev/null
+		$(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(LIBDIR)/tally \
+		$(DESTDIR)$(BINDIR) 2>/dev/null
 
 clean:
 	rm -rf build

@@ -88,4 +88,16 @@ int tally_bench_churn(int argc, char **argv);
  */
 int tally_bench_scale(int argc, char **argv);
 
+/**
+ * tally_bench_malloc() - `tally bench malloc`: a malloc-heavy workload with
+ *	glibc, jemalloc, jemalloc with tally's accounting and jemalloc with
+ *	a ClickHouse-style per-thread tracker.
+ * @argc: argument count, including argv[0].
+ * @argv: the arguments.
+ *
+ * Return: the exit status: 0, 1 when the benchmark failed (jemalloc or
+ * libtally_jemalloc missing, no memory, no threads), 2 for bad options.
+ */
+int tally_bench_malloc(int argc, char **argv);
+
 #endif /* TALLY_BENCH_H */

@@ -47,4 +47,16 @@ int tally_cmd_metrics(int argc, char **argv);
  */
 int tally_cmd_top(int argc, char **argv);
 
+/**
+ * tally_cmd_run() - `tally run`: a program with every allocation of its
+ *	process charged to one memory group.
+ * @argc: argument count, including argv[0].
+ * @argv: the arguments.
+ *
+ * Return: the program's exit status (128 + N for signal N), or 2 (bad
+ * command line), 125 (tally failed), 126 (cannot run the program), 127
+ * (program not found).
+ */
+int tally_cmd_run(int argc, char **argv);
+
 #endif /* TALLY_CLI_H */

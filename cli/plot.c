@@ -108,6 +108,10 @@ static const struct plot_spec specs[] = {
 	{ "charge", "charge_cost", "charge", PLOT_XY, "threads",
 	  { "ns_per_pair" }, NULL, "design", { "depth", "fill" },
 	  "Charge + uncharge cost", "threads", "ns per pair", false, true },
+	{ "malloc", "malloc_cost", "malloc", PLOT_XY, "threads",
+	  { "ns_per_pair" }, NULL, "design", { NULL },
+	  "malloc + free cost, accounted or not", "threads", "ns per pair",
+	  false, false },
 };
 
 #define NR_SPECS (sizeof(specs) / sizeof(specs[0]))

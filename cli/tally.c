@@ -7,16 +7,20 @@
  *   tally bench oom [options]		the victim selection benchmark
  *   tally bench export [options]	the export benchmark
  *   tally bench charge [options]	the memory charging benchmark
+ *   tally bench malloc [options]	the allocation accounting benchmark
  *   tally plot RESULT.json [-o DIR]	plots of a benchmark's JSON
  *   tally info [options]		how tally runs on this machine
  *   tally metrics --demo [options]	a demonstration tree's export
  *   tally top URL|FILE [options]	a running program's groups, live
+ *   tally run [options] -- PROGRAM	a program under a memory limit
  *   tally version, --version, -V	print the version
  *   tally --help, help [COMMAND]	list the commands, or describe one
  *
  * Every message on standard error starts with "tally: "; exit statuses
  * are those of cli.h (0 done, 1 failed, 2 bad command line; tally plot
  * adds 3, gnuplot missing; tally top 3, not a valid exposition).
+ * adds 3, gnuplot missing; tally run exits with its program's status, or
+ * 125, 126, 127 as env(1) does).
  *
  * Commands and benchmarks are rows of tables of {name, function, help},
  * walked by one dispatcher: a new benchmark is one row in bench_commands[]
@@ -57,6 +61,8 @@ static const struct command commands[] = {
 	  "print a demonstration tree's Prometheus/OpenMetrics export" },
 	{ "top", tally_cmd_top,
 	  "a running program's memory and statistics groups, live" },
+	{ "run", tally_cmd_run,
+	  "run a program with its allocations charged to a memory group" },
 	{ "version", cmd_version, "print the version (also --version, -V)" },
 	{ NULL, NULL, NULL },
 };
@@ -76,6 +82,8 @@ static const struct command bench_commands[] = {
 	  "a memory group per query: rate, memory and descriptors flat" },
 	{ "scale", tally_bench_scale,
 	  "memory groups at 64-4096 CPUs: stock memory, drains, high" },
+	{ "malloc", tally_bench_malloc,
+	  "malloc-heavy workload: glibc, jemalloc, +tally, +tracker" },
 	{ NULL, NULL, NULL },
 };
 

@@ -62,13 +62,13 @@ done
 run --help
 expect cli_help_lists_commands_and_exit_statuses 0 \
 	'^Exit status: 0 done, 1 failed'
-for c in bench info metrics version; do
+for c in bench info metrics run version; do
 	run help "$c"
 	expect "cli_help_${c}_prints_its_usage" 0 "^usage: tally $c"
 	run "$c" --help
 	expect "cli_${c}_help_option_prints_its_usage" 0 "^usage: tally $c"
 done
-for b in counter stats export charge; do
+for b in counter stats export charge malloc; do
 	run bench help "$b"
 	expect "cli_bench_help_${b}_prints_its_usage" 0 "^usage: tally bench $b"
 done
@@ -110,6 +110,19 @@ else
 	cp "$tmp/charge.json" "$tmp/why" 2>/dev/null || echo "no JSON" > "$tmp/why"
 	fail cli_bench_charge_json_has_a_row_per_design_and_cell "$tmp/why"
 fi
+
+# The malloc benchmark's smoke run: every design, the JSON the plot reads.
+run bench malloc --quick --reps 1 --threads 2 --json "$tmp/malloc.json"
+expect cli_bench_malloc_quick_runs_every_design 0 '^2 +[0-9.]+( +[0-9.]+){5}$'
+if [ "$(grep -c '"design": "[a-z]*", "threads": 2, "ns_per_pair": [0-9.]*,' "$tmp/malloc.json")" -eq 4 ] &&
+   grep -q '"design": "tally", .*"accounting_error": -\{0,1\}[0-9]*, "jemalloc_active": [0-9]*' "$tmp/malloc.json"; then
+	pass cli_bench_malloc_json_has_a_row_per_design
+else
+	cp "$tmp/malloc.json" "$tmp/why" 2>/dev/null || echo "no JSON" > "$tmp/why"
+	fail cli_bench_malloc_json_has_a_row_per_design "$tmp/why"
+fi
+run bench malloc --threads 17
+expect_error cli_bench_malloc_refuses_more_than_16_threads 2
 
 run info
 expect cli_info_names_the_rseq_mode 0 '^rseq: +(glibc|own|fallback)( |$)'

@@ -25,7 +25,7 @@ why=$tmp/why
 # systemd unit and no init script, and pulls in none that does.
 allowed=" gcc libc6-dev make libasan8 libubsan1 libtsan2 binutils pkg-config "
 allowed="$allowed gnuplot-nox python3 python3-prometheus-client "
-allowed="$allowed libmicrohttpd-dev "
+allowed="$allowed libmicrohttpd-dev libjemalloc-dev "
 
 # A fresh machine: every program of the system but the compilers, make,
 # binutils, pkg-config, gnuplot, apt-get, id and the Prometheus tools.

@@ -127,6 +127,19 @@ else
 	fail libtally_http_needs_libmicrohttpd_and_libtally "$why"
 fi
 
+# The jemalloc integration's library exports its header's functions only.
+je=$build/libtally_jemalloc.so.0
+nm -D --defined-only "$je" 2>/dev/null | awk '$2 != "A" { print $3 }' |
+	sed 's/@.*//' | LC_ALL=C sort -u > "$tmp/je_exported"
+CC="$cc" sh scripts/gen-exports.sh list jemalloc > "$tmp/je_declared"
+if [ -s "$tmp/je_declared" ] && cmp -s "$tmp/je_declared" "$tmp/je_exported"
+then
+	pass jemalloc_library_exports_exactly_its_header_declarations
+else
+	differ "$tmp/je_declared" "$tmp/je_exported" declared exported > "$why"
+	fail jemalloc_library_exports_exactly_its_header_declarations "$why"
+fi
+
 # Variables: exported data objects vs the external variables gcc describes
 # in the debug information of a file including every public header.
 awk '$1 ~ /^[BDGRSV]$/ { sub(/@.*/, "", $2); print $2 }' "$tmp/dyn" |
@@ -241,6 +254,11 @@ for src in examples/*.c; do
 		want="libtally_http.so.0 libtally.so.0"
 		;;
 	esac
+	# The jemalloc integration's example links its library too.
+	if grep -q '<tally/jemalloc.h>' "$src"; then
+		ex_flags=$(pkg-config --cflags --libs tally-jemalloc 2>&1)
+		want="libtally_jemalloc.so.0 libtally.so.0"
+	fi
 	# $ex_flags: word splitting wanted.
 	if ! $cc -std=c11 -O2 -Wall -Wextra -Werror -o "$bin" "$src" \
 		$ex_flags > "$why" 2>&1; then
@@ -248,8 +266,8 @@ for src in examples/*.c; do
 		continue
 	fi
 	needed=$(readelf -d "$bin" |
-		sed -n 's/.*(NEEDED).*\[\(libtally.*\)\]/\1/p' | sort -r |
-		tr '\n' ' ')
+		sed -n 's/.*(NEEDED).*\[\(libtally.*\)\]/\1/p' |
+		LC_ALL=C sort -r | tr '\n' ' ')
 	needed=${needed% }
 	# Code of tally in the program: linked statically.  (Its variables
 	# may be there: copy relocations of the library's, versioned.)

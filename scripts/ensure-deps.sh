@@ -74,8 +74,15 @@ fi
 if [ "$target" = demo ] || [ "$target" = test ]; then
 	have gnuplot || need="$need gnuplot-nox"
 fi
-# The benchmarks' baselines (libjemalloc-dev, ...): packages they need go
-# here, and into the allowed list of scripts/check-deps.sh.
+# The jemalloc integration (libtally_jemalloc, tally run), built and
+# tested by make test; packages added here go into the allowed list of
+# scripts/check-deps.sh too.
+if [ "$target" = test ]; then
+	if ! have_cc || ! printf '#include <jemalloc/jemalloc.h>\n%s\n' \
+		"$main_c" | links "-ljemalloc"; then
+		need="$need libjemalloc-dev"
+	fi
+fi
 
 root=false
 if [ "$(id -u)" = 0 ] && have apt-get; then

@@ -10,6 +10,10 @@
 # export_http.h) or tally_http (export_http.h, the HTTP endpoint's own
 # library).
 #
+# libtally's names are every tally_ name but the jemalloc integration's
+# (tally_jemalloc_*, tally/jemalloc.h), which libtally_jemalloc exports:
+# "list jemalloc" and "map jemalloc" (node TALLY_JEMALLOC_0.1) give those.
+#
 # Functions come from gcc's -aux-info, the compiler's own list of every
 # prototype it saw with the file that declared it: no C parsing here.  gcc
 # has no such list for variables, so extern variables are read from the
@@ -23,13 +27,16 @@ cd "$(dirname "$0")/.."
 cc=${CC:-gcc}
 case "$1" in
 list|map) ;;
-*) echo "usage: $0 list|map [tally|tally_http]" >&2; exit 2 ;;
+*) echo "usage: $0 list|map [tally|tally_http|jemalloc]" >&2; exit 2 ;;
 esac
-# The header of the HTTP library; libtally has all the others.
+# Which library: the HTTP endpoint's header is libtally_http's; the
+# jemalloc integration's names (tally_jemalloc_*) are libtally_jemalloc's;
+# libtally has every other.
 case "${2:-tally}" in
-tally) only= skip=export_http.h node=TALLY_0.1 ;;
-tally_http) only=export_http.h skip= node=TALLY_HTTP_0.1 ;;
-*) echo "usage: $0 list|map [tally|tally_http]" >&2; exit 2 ;;
+tally) only= skip=export_http.h node=TALLY_0.1 pick='-v' ;;
+tally_http) only=export_http.h skip= node=TALLY_HTTP_0.1 pick='-v' ;;
+jemalloc) only= skip=export_http.h node=TALLY_JEMALLOC_0.1 pick= ;;
+*) echo "usage: $0 list|map [tally|tally_http|jemalloc]" >&2; exit 2 ;;
 esac
 
 inc=$(pwd)/include
@@ -153,7 +160,9 @@ awk -v dir="$inc/tally/" -v only="$only" -v skip="$skip" '
 		}
 	}' "$tmp/pp" >> "$tmp/names"
 
-LC_ALL=C sort -u "$tmp/names" > "$tmp/sorted"
+# $pick: word splitting wanted ('-v': every name but the integration's).
+LC_ALL=C sort -u "$tmp/names" | grep $pick '^tally_jemalloc_' \
+	> "$tmp/sorted" || true
 if [ "$1" = list ]; then
 	cat "$tmp/sorted"
 	exit 0

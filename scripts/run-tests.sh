@@ -29,6 +29,8 @@
 #   scripts/check-top.sh      `tally top` on fixture expositions, a live
 #                             exporter's textfile and HTTP endpoint,
 #                             hostile input and every error status.
+#   scripts/check-run.sh      `tally run` on python3, sqlite3 and C
+#                             programs under limits, and its bad input.
 #   scripts/check-docs.sh     docs/API.md is what scripts/gen-api-docs.sh
 #                             makes of the headers, and every public
 #                             function's comment has a Context: line;
@@ -135,6 +137,7 @@ run_set exports scripts/check-exports.sh
 run_set plot scripts/check-plot.sh
 run_set cli scripts/check-cli.sh
 run_set top scripts/check-top.sh
+run_set run scripts/check-run.sh
 run_set docs scripts/check-docs.sh
 run_set readme scripts/check-readme.sh
 run_set prometheus scripts/check-prometheus.sh

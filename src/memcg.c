@@ -59,6 +59,7 @@
 #include <unistd.h>
 
 #include <tally/memcg.h>
+#include <tally/memcg_current.h>
 #include <tally/oom.h>
 
 #include "inject.h"
@@ -396,6 +397,8 @@ static int stat_mod(struct tally_memcg *g, unsigned int cpu,
 int tally_memcg_stat_mod(struct tally_memcg *g, enum tally_memcg_stat item,
 			 long delta)
 {
+	if (!g)
+		g = tally_memcg_current();	/* none named: the thread's */
 	if (!g || g->tree->simulated || (unsigned int)item >= TALLY_MEMCG_NR_STATS)
 		return -EINVAL;
 	return stat_mod(g, NO_CPU, item, delta);

@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include <tally/memcg.h>
+#include <tally/memcg_current.h>
 
 #include "inject.h"
 #include "memcg_internal.h"
@@ -181,6 +182,8 @@ static int charge(struct tally_memcg *g, unsigned int cpu, long bytes,
 int tally_memcg_charge_slow_(struct tally_memcg *g, long bytes,
 			     unsigned int flags)
 {
+	if (!g)
+		g = tally_memcg_current();	/* none named: the thread's */
 	if (!g || g->tree->simulated)
 		return -EINVAL;
 	memcg_check_handle(g);

@@ -412,7 +412,8 @@ int tally_memcg_get_limits(const struct tally_memcg *g,
 
 /**
  * tally_memcg_charge() - charge bytes to a group and its ancestors.
- * @g: the group (a destroyed group charges its nearest live ancestor).
+ * @g: the group (a destroyed group charges its nearest live ancestor), or
+ *	NULL for the calling thread's current group (tally/memcg_current.h).
  * @bytes: 1 to %TALLY_MEMCG_BYTES_MAX.
  * @flags: 0 or an OR of %TALLY_MEMCG_NOFAIL, %TALLY_MEMCG_NORECLAIM,
  *	%TALLY_MEMCG_NOBLOCK.
@@ -435,10 +436,11 @@ int tally_memcg_get_limits(const struct tally_memcg *g,
  * Return: 0; %TALLY_MEMCG_OVER_HIGH (charged, and some level is now above
  * its high: tally_memcg_high_delay() gives the kernel's throttling delay);
  * -ENOMEM (refused, nothing charged); -EAGAIN (%TALLY_MEMCG_NOBLOCK and
- * not served without waiting: nothing charged); -E2BIG (a %TALLY_MEMCG_NOFAIL charge
- * larger than some level's max, or that would take some level's usage
- * past LONG_MAX: nothing charged); -EINVAL (NULL, bytes out of range,
- * unknown flags, a tree on a simulated domain).
+ * not served without waiting: nothing charged); -E2BIG (a
+ * %TALLY_MEMCG_NOFAIL charge larger than some level's max, or that would
+ * take some level's usage past LONG_MAX: nothing charged); -EINVAL (NULL
+ * without a current group, bytes out of range, unknown flags, a tree on
+ * a simulated domain).
  */
 static inline int tally_memcg_charge(struct tally_memcg *g, long bytes,
 				     unsigned int flags);
@@ -571,7 +573,8 @@ int tally_memcg_drain(struct tally_memcg *g);
 
 /**
  * tally_memcg_stat_mod() - add to a memory.stat item of a group.
- * @g: the group (a destroyed group updates its nearest live ancestor).
+ * @g: the group (a destroyed group updates its nearest live ancestor), or
+ *	NULL for the calling thread's current group (tally/memcg_current.h).
  * @item: the item.
  * @delta: the change (>= 0 for the event items).
  *

@@ -1,0 +1,297 @@
+#!/bin/sh
+# Check `tally run` (cli/run.c, src/jemalloc/run_preload.c) on real
+# programs nobody here wrote, and on its bad input:
+#   - python3 building a list under a max below what it needs raises
+#     MemoryError, which the script catches and prints (no crash); without
+#     a limit the charged bytes, read in the same process from the metrics
+#     file, lie within jemalloc's active + dirty and that plus the adopted
+#     bytes; the gap to the process's RSS is shown with Python's own
+#     allocator (which tally cannot see) and with PYTHONMALLOC=malloc;
+#   - sqlite3 building a large in-memory table: "out of memory" and a
+#     non-zero status under a max, the right answer without one;
+#   - build/tests/run/run_probe: malloc() refused with ENOMEM in the
+#     process, a forked child and an exec'd image; realloc() growing across
+#     the max returns NULL and leaves the block intact; threads freeing
+#     each other's blocks;
+#   - exit statuses: the program's, 128+N for a signal, 2 for a bad size,
+#     interval or no program, 126 for a statically linked or not executable
+#     program, 127 for a missing one, each with a "tally: run:" message.
+# sqlite3 is unpacked privately into BUILD/deps when it is not installed
+# (apt-get download, dpkg -x): nothing is installed system-wide.
+# Prints like a test binary: PASS/FAIL lines, last "N passed, N failed".
+set -u
+cd "$(dirname "$0")/.." || exit 1
+. scripts/testlib.sh
+
+build=${1:-build}
+tally=$build/tally
+probe=$build/tests/run/run_probe
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+why=$tmp/why
+# Every program run here is bounded in time.
+limit_s=120
+
+# run NAME EXPECTED-STATUS COMMAND...: the status and output of COMMAND in
+# $tmp/out (stdout and stderr); fails NAME when the status differs.
+run() {
+	name=$1
+	want=$2
+	shift 2
+	timeout -k 5 "$limit_s" "$@" > "$tmp/out" 2>&1
+	rc=$?
+	if [ "$rc" -ne "$want" ]; then
+		{ echo "exit status $rc, expected $want:"; cat "$tmp/out"; } \
+			> "$why"
+		fail "$name" "$why"
+		return 1
+	fi
+	return 0
+}
+
+# expect NAME PATTERN: $tmp/out matches the extended regex PATTERN.
+expect() {
+	if grep -Eq "$2" "$tmp/out"; then
+		pass "$1"
+	else
+		{ echo "no line matches /$2/:"; cat "$tmp/out"; } > "$why"
+		fail "$1" "$why"
+	fi
+}
+
+# metric FILE NAME: the value of the sample NAME (with its labels).
+metric() {
+	awk -v n="$2" '$1 == n { print $2 }' "$1"
+}
+
+for f in "$tally" "$build/libtally_run.so" "$probe"; do
+	if [ ! -e "$f" ]; then
+		echo "$f is missing: run make" > "$why"
+		fail tally_run_is_built "$why"
+		finish
+		exit 1
+	fi
+done
+
+# --- python3 ----------------------------------------------------------
+cat > "$tmp/list.py" <<'PY'
+try:
+    x = [str(i) * 4 for i in range(10 ** 8)]
+    print("built", len(x))
+except MemoryError:
+    print("caught MemoryError")
+PY
+if run python3_over_its_max_raises_memoryerror_and_catches_it 0 \
+	env PYTHONMALLOC=malloc "$tally" run --memory-max 64M -- \
+	python3 "$tmp/list.py"; then
+	expect python3_over_its_max_raises_memoryerror_and_catches_it \
+		'^caught MemoryError$'
+fi
+
+# The list stays alive while the metrics thread writes the file twice;
+# the script then reads the file itself: the same process's numbers.
+cat > "$tmp/bound.py" <<'PY'
+import sys, time
+path = sys.argv[1]
+x = [str(i) * 4 for i in range(400000)]
+def sample():
+    vals = {}
+    try:
+        with open(path) as f:
+            for line in f:
+                if not line.startswith("#"):
+                    k, v = line.rsplit(" ", 1)
+                    vals[k] = int(v)
+    except OSError:
+        pass
+    return vals
+start = time.time()
+seen = 0
+while time.time() - start < 20:
+    v = sample()
+    if v.get('tally_run_local_charged_bytes{group="/"}', 0) > 20 << 20:
+        seen += 1
+        if seen == 2:
+            break
+    time.sleep(0.05)
+for k, n in sorted(v.items()):
+    if k.startswith("tally_run_local_") or k.startswith("tally_memory_current"):
+        print(k, n)
+print("objects", len(x))
+PY
+# A file of its own for each run: the script must never read another
+# run's figures.
+for mode in malloc pymalloc; do
+	rm -f "$tmp/$mode.prom"
+	if run "python3_${mode}_metrics_are_written_while_it_runs" 0 \
+		env PYTHONMALLOC=$mode "$tally" run --metrics "$tmp/$mode.prom" \
+		--interval 0.2 -- python3 "$tmp/bound.py" "$tmp/$mode.prom"; then
+		cp "$tmp/out" "$tmp/$mode.out"
+		pass "python3_${mode}_metrics_are_written_while_it_runs"
+	fi
+done
+# value MODE NAME: a gauge of the tally_run_local_ family printed by
+# bound.py in MODE.
+value() {
+	awk -v n="tally_run_local_$2_bytes{group=\"/\"}" \
+		'$1 == n { print $2 }' "$tmp/$1.out"
+}
+if [ -f "$tmp/malloc.out" ]; then
+	charged=$(value malloc charged)
+	active=$(value malloc jemalloc_active)
+	dirty=$(value malloc jemalloc_dirty)
+	adopted=$(value malloc adopted)
+	current=$(awk '$1 == "tally_memory_current_bytes{group=\"/run\"}" {
+		print $2 }' "$tmp/malloc.out")
+	# The values are read one after the other while the program runs
+	# (it sleeps, but the interpreter may allocate): a slack of 256 KiB.
+	slack=262144
+	if [ -n "$charged" ] && [ -n "$active" ] && [ -n "$dirty" ] &&
+	   [ -n "$adopted" ] && [ -n "$current" ] &&
+	   [ "$active" -gt $((10 << 20)) ] &&
+	   [ $((active + dirty - slack)) -le "$charged" ] &&
+	   [ "$charged" -le $((active + dirty + adopted + slack)) ] &&
+	   [ "$current" -le $((charged + slack)) ] &&
+	   [ "$charged" -le $((current + slack)) ]; then
+		pass python3_charged_bytes_lie_within_the_bound_of_jemalloc_active
+	else
+		{ echo "charged $charged current $current active $active" \
+			"dirty $dirty adopted $adopted"; } > "$why"
+		cat "$tmp/malloc.out" >> "$why"
+		fail python3_charged_bytes_lie_within_the_bound_of_jemalloc_active \
+			"$why"
+	fi
+fi
+# Python's small-object allocator takes its arenas with mmap(): the
+# objects are in the RSS but not in the charge; with PYTHONMALLOC=malloc
+# they are in both.
+if [ -f "$tmp/malloc.out" ] && [ -f "$tmp/pymalloc.out" ]; then
+	cm=$(value malloc charged)
+	rm_=$(value malloc process_rss)
+	cp_=$(value pymalloc charged)
+	rp=$(value pymalloc process_rss)
+	echo "PYTHONMALLOC=malloc: charged $cm, RSS $rm_;" \
+		"pymalloc: charged $cp_, RSS $rp" > "$why"
+	if [ "$cm" -le "$rm_" ] && [ $((rp - cp_)) -gt $((rm_ - cm + (10 << 20))) ]
+	then
+		echo "PASS python3_rss_gap_is_python_s_own_allocator ($(cat "$why"))"
+		passed=$((passed + 1))
+	else
+		fail python3_rss_gap_is_python_s_own_allocator "$why"
+	fi
+fi
+
+# --- sqlite3 ----------------------------------------------------------
+sqlite=$(command -v sqlite3 || true)
+if [ -z "$sqlite" ]; then
+	deps=$build/deps
+	if [ ! -x "$deps/usr/bin/sqlite3" ]; then
+		mkdir -p "$deps"
+		(cd "$deps" && apt-get download sqlite3 >/dev/null 2>&1 &&
+			dpkg -x sqlite3_*.deb .) || true
+	fi
+	sqlite=$deps/usr/bin/sqlite3
+fi
+sql="CREATE TABLE t AS WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL
+SELECT x + 1 FROM c WHERE x < 300000) SELECT x, randomblob(200) AS b
+FROM c; SELECT count(*), sum(length(b)) FROM t;"
+if [ ! -x "$sqlite" ]; then
+	echo "no sqlite3, and apt-get download sqlite3 failed" > "$why"
+	fail sqlite3_is_available "$why"
+else
+	timeout -k 5 "$limit_s" "$tally" run --memory-max 16M -- \
+		"$sqlite" :memory: "$sql" > "$tmp/out" 2>&1
+	rc=$?
+	if [ "$rc" -ne 0 ] && [ "$rc" -lt 125 ] &&
+	   grep -q 'out of memory' "$tmp/out"; then
+		pass sqlite3_over_its_max_reports_out_of_memory
+	else
+		{ echo "exit status $rc:"; cat "$tmp/out"; } > "$why"
+		fail sqlite3_over_its_max_reports_out_of_memory "$why"
+	fi
+	if run sqlite3_without_a_max_finishes 0 "$tally" run -- \
+		"$sqlite" :memory: "$sql"; then
+		expect sqlite3_without_a_max_finishes '^300000\|60000000$'
+	fi
+fi
+
+# --- C programs: fork, exec, realloc, threads -------------------------
+if run malloc_over_the_max_returns_null_with_enomem 0 \
+	"$tally" run --memory-max 32M -- "$probe" alloc 64; then
+	expect malloc_over_the_max_returns_null_with_enomem \
+		'^alloc: malloc refused after (2[0-9]|3[01]) MiB: Cannot allocate memory$'
+fi
+if run forked_child_is_accounted_under_the_same_max 0 \
+	"$tally" run --memory-max 32M -- "$probe" fork 64; then
+	expect forked_child_is_accounted_under_the_same_max \
+		'^child: malloc refused after (2[0-9]|3[01]) MiB'
+fi
+if run exec_d_program_is_accounted_under_the_same_max 0 \
+	"$tally" run --memory-max 32M -- "$probe" exec 64; then
+	expect exec_d_program_is_accounted_under_the_same_max \
+		'^alloc: malloc refused after (2[0-9]|3[01]) MiB'
+fi
+if run realloc_across_the_max_returns_null_and_keeps_the_block 0 \
+	"$tally" run --memory-max 32M -- "$probe" realloc 64; then
+	expect realloc_across_the_max_returns_null_and_keeps_the_block \
+		'^realloc refused at [0-9]+ MiB: Cannot allocate memory, block intact$'
+fi
+if run threads_freeing_each_others_blocks_are_accounted 0 \
+	"$tally" run --memory-max 64M --metrics "$tmp/t.prom" -- \
+	"$probe" threads; then
+	# At exit every block is freed: what is charged is jemalloc's.
+	c=$(metric "$tmp/t.prom" 'tally_run_local_charged_bytes{group="/"}')
+	a=$(metric "$tmp/t.prom" 'tally_run_local_jemalloc_active_bytes{group="/"}')
+	d=$(metric "$tmp/t.prom" 'tally_run_local_jemalloc_dirty_bytes{group="/"}')
+	o=$(metric "$tmp/t.prom" 'tally_run_local_adopted_bytes{group="/"}')
+	if [ -n "$c" ] && [ $((a + d)) -le "$c" ] &&
+	   [ "$c" -le $((a + d + o)) ]; then
+		pass threads_freeing_each_others_blocks_are_accounted
+	else
+		{ echo "charged $c active $a dirty $d adopted $o"; cat "$tmp/t.prom"; } \
+			> "$why"
+		fail threads_freeing_each_others_blocks_are_accounted "$why"
+	fi
+fi
+
+# --- exit statuses and bad input --------------------------------------
+run program_s_exit_status_is_tally_run_s 7 "$tally" run -- sh -c 'exit 7' &&
+	pass program_s_exit_status_is_tally_run_s
+run killed_program_gives_128_plus_its_signal 137 \
+	"$tally" run -- sh -c 'kill -9 $$' &&
+	pass killed_program_gives_128_plus_its_signal
+for bad in 12Q -5 1.5M "" M 99999999999T; do
+	if run "unparseable_size_'$bad'_is_a_usage_error" 2 \
+		"$tally" run --memory-max "$bad" -- true; then
+		expect "unparseable_size_'$bad'_is_a_usage_error" \
+			"^tally: run: --memory-max: cannot parse size"
+	fi
+done
+run size_suffixes_are_binary 0 "$tally" run --memory-max 1g \
+	--memory-high 512MiB -- true && pass size_suffixes_are_binary
+for bad in 0 -1 abc 100000; do
+	run "bad_interval_'$bad'_is_a_usage_error" 2 "$tally" run \
+		--metrics "$tmp/x.prom" --interval "$bad" -- true &&
+	expect "bad_interval_'$bad'_is_a_usage_error" \
+		"^tally: run: --interval:"
+done
+run missing_program_is_a_usage_error 2 "$tally" run --memory-max 1M &&
+	expect missing_program_is_a_usage_error '^tally: run: no program to run$'
+run unknown_program_exits_127 127 "$tally" run -- no-such-program-xyz &&
+	expect unknown_program_exits_127 \
+		'^tally: run: no-such-program-xyz: command not found$'
+printf 'not a program\n' > "$tmp/data"
+chmod 644 "$tmp/data"
+run not_executable_program_exits_126 126 "$tally" run -- "$tmp/data" &&
+	expect not_executable_program_exits_126 \
+		"^tally: run: $tmp/data: Permission denied\$"
+if [ -x "$build/tests/run/run_probe_static" ]; then
+	run statically_linked_program_exits_126 126 "$tally" run -- \
+		"$build/tests/run/run_probe_static" alloc 1 &&
+	expect statically_linked_program_exits_126 \
+		'^tally: run: .*run_probe_static is statically linked'
+fi
+run help_documents_the_exit_statuses 0 "$tally" run --help &&
+	expect help_documents_the_exit_statuses \
+		'125 tally failed|126 the program cannot|127 the program was'
+finish

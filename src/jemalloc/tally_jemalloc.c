@@ -1,0 +1,727 @@
+// SPDX-License-Identifier: MIT
+/*
+ * tally_jemalloc.c - jemalloc's pages charged to memory groups through
+ * per-group arenas and extent hooks (tally/jemalloc.h has the design).
+ *
+ * Every arena the integration knows has a struct arena: the extent hooks
+ * jemalloc calls (its first member, so a hook finds its arena from the
+ * hooks pointer), the group it charges, and the bytes it charged.  The
+ * hooks:
+ *
+ *   alloc     maps address space with jemalloc's default hook and reports
+ *             it uncommitted unless jemalloc asks for committed memory
+ *             (then charges it);
+ *   commit    charges (the pages are already mapped read-write: Linux
+ *             overcommits, committing costs nothing but the charge);
+ *   decommit  madvise(MADV_DONTNEED), then uncharges: jemalloc purges
+ *             through it, so purged and retained pages are not charged;
+ *   dalloc    none: jemalloc keeps the address space (retained), as it
+ *             does by default on Linux;
+ *   destroy   unmaps, uncharging what was committed;
+ *   purge     lazy: none (no muzzy pages); forced: MADV_DONTNEED;
+ *   split, merge: jemalloc's defaults (nothing to charge).
+ *
+ * A refused charge purges every arena's dirty pages (mallctl
+ * arena.<all>.purge) and retries with the group's reclaim and OOM policy;
+ * a refusal makes the hook fail, and jemalloc returns NULL (ENOMEM).
+ * Purging from inside a hook is safe in jemalloc 5.3: the hooks are called
+ * with at most the arena's grow mutex held, which the purge path (decay,
+ * decommit, record into the retained cache) never takes, and never with
+ * the control mutex held once the arenas exist (arenas are created with
+ * their metadata on the default hooks, and the install of the automatic
+ * arenas' hooks charges nothing; see in_install).
+ *
+ * Locks: one mutex (fork-safe) over the table of groups and the free
+ * arenas; the hooks take none of ours.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <jemalloc/jemalloc.h>
+
+#include <tally/jemalloc.h>
+#include <tally/memcg_current.h>
+
+/* jemalloc's limit: MALLOCX_ARENA() has 12 bits. */
+#define MAX_ARENAS 4096u
+#define MAX_SHARDS 64u
+#define DEFAULT_SHARDS_MAX 8u
+
+struct arena {
+	extent_hooks_t hooks;		/* first: what jemalloc hands us */
+	unsigned int ind;
+	_Atomic(struct tally_memcg *) group;
+	atomic_long charged;
+	struct arena *next_free;	/* in the pool */
+	bool is_auto;
+};
+
+/* The arenas of one group. */
+struct group_arenas {
+	struct tally_memcg *group;
+	unsigned int nr;
+	struct arena *arena[MAX_SHARDS];
+	struct group_arenas *next;	/* in groups or retired */
+};
+
+static struct {
+	pthread_mutex_t lock;
+	bool installed;
+	struct tally_jemalloc_options opts;
+	extent_hooks_t *dflt;		/* jemalloc's default hooks */
+	struct arena arenas[MAX_ARENAS];	/* by jemalloc index */
+	struct group_arenas *groups;	/* live groups' arenas */
+	struct group_arenas *retired;	/* released, not empty yet */
+	struct arena *pool;		/* empty arenas for new groups */
+	size_t mib_thread_arena[2], mib_flush[3];
+	size_t page;
+	atomic_uint next_shard;
+	long adopted;			/* charged by install_auto() */
+} tj = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+/* The thread's arena as we last set it (-1: never set by us). */
+static __thread int thread_arena = -1;
+static __thread int thread_auto_arena = -1;
+static __thread unsigned int thread_shard;
+static __thread bool thread_has_shard;
+/* The install of the automatic arenas' hooks: their metadata, mapped
+ * through our alloc hook then, is not charged. */
+static __thread bool in_install;
+/*
+ * The commit the calling thread's hooks refused last, if no hook ran
+ * since.  When a commit is refused jemalloc falls back to a fresh mapping
+ * of the same size, committed (extent_alloc_wrapper()): that is the same
+ * allocation failing, refused here without a second charge attempt (the
+ * group would count two max and oom events for one failed malloc()).
+ */
+static __thread struct arena *refused_arena;
+static __thread size_t refused_size;
+
+/*
+ * Every group reference the integration takes or drops: an arena holds
+ * its group from the moment it is given to it until it goes back to the
+ * pool, so that its pages can be uncharged from that group (or, once it
+ * is destroyed, its nearest live ancestor) whoever frees them.
+ */
+static void group_hold(struct tally_memcg *g)
+{
+	tally_memcg_get(g);
+}
+
+static void group_drop(struct tally_memcg *g)
+{
+	tally_memcg_put(g);
+}
+
+static struct arena *arena_of(extent_hooks_t *h)
+{
+	return (struct arena *)h;
+}
+
+static void purge_all(void)
+{
+	char name[64];
+
+	snprintf(name, sizeof(name), "arena.%u.purge", MALLCTL_ARENAS_ALL);
+	mallctl(name, NULL, NULL, NULL, 0);
+}
+
+/* Charge @n bytes for @a; false (errno ENOMEM) when refused. */
+static bool charge(struct arena *a, size_t n)
+{
+	struct tally_memcg *g = atomic_load_explicit(&a->group,
+						     memory_order_acquire);
+	int ret;
+
+	if (n == 0)
+		return true;
+	if (g && !in_install) {
+		ret = tally_memcg_charge(g, (long)n, TALLY_MEMCG_NORECLAIM);
+		if (ret == -ENOMEM) {
+			purge_all();
+			ret = tally_memcg_charge(g, (long)n, 0);
+		}
+		if (ret < 0) {
+			errno = ENOMEM;
+			return false;
+		}
+		tally_memcg_stat_mod(g, TALLY_MEMCG_ANON, (long)n);
+	}
+	atomic_fetch_add_explicit(&a->charged, (long)n, memory_order_relaxed);
+	return true;
+}
+
+static void uncharge(struct arena *a, size_t n)
+{
+	struct tally_memcg *g = atomic_load_explicit(&a->group,
+						     memory_order_acquire);
+
+	if (n == 0)
+		return;
+	atomic_fetch_sub_explicit(&a->charged, (long)n, memory_order_relaxed);
+	if (g) {
+		tally_memcg_uncharge(g, (long)n);
+		tally_memcg_stat_mod(g, TALLY_MEMCG_ANON, -(long)n);
+	}
+}
+
+static void *hook_alloc(extent_hooks_t *h, void *new_addr, size_t size,
+			size_t alignment, bool *zero, bool *commit,
+			unsigned int ind)
+{
+	struct arena *a = arena_of(h);
+	bool want_commit = *commit;
+	bool retry = refused_arena == a && refused_size == size;
+	void *p;
+
+	refused_arena = NULL;
+	if (want_commit && retry && !new_addr) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	if (want_commit && !in_install && !charge(a, size))
+		return NULL;
+	p = tj.dflt->alloc(tj.dflt, new_addr, size, alignment, zero, commit,
+			   ind);
+	if (!p) {
+		if (want_commit && !in_install)
+			uncharge(a, size);
+		return NULL;
+	}
+	/* Mapped read-write; committed only where jemalloc asked for it. */
+	*commit = want_commit;
+	return p;
+}
+
+static bool hook_commit(extent_hooks_t *h, void *addr, size_t size,
+			size_t offset, size_t length, unsigned int ind)
+{
+	(void)addr;
+	(void)size;
+	(void)ind;
+	refused_arena = NULL;
+	if (charge(arena_of(h), length))
+		return false;
+	refused_arena = arena_of(h);
+	refused_size = length;
+	return true;
+}
+
+static bool hook_decommit(extent_hooks_t *h, void *addr, size_t size,
+			  size_t offset, size_t length, unsigned int ind)
+{
+	(void)size;
+	(void)ind;
+	refused_arena = NULL;
+	if (madvise((char *)addr + offset, length, MADV_DONTNEED))
+		return true;
+	uncharge(arena_of(h), length);
+	return false;
+}
+
+static bool hook_purge_forced(extent_hooks_t *h, void *addr, size_t size,
+			      size_t offset, size_t length, unsigned int ind)
+{
+	(void)h;
+	(void)size;
+	(void)ind;
+	return madvise((char *)addr + offset, length, MADV_DONTNEED) != 0;
+}
+
+static void hook_destroy(extent_hooks_t *h, void *addr, size_t size,
+			 bool committed, unsigned int ind)
+{
+	if (committed)
+		uncharge(arena_of(h), size);
+	tj.dflt->destroy(tj.dflt, addr, size, committed, ind);
+}
+
+static bool hook_split(extent_hooks_t *h, void *addr, size_t size,
+		       size_t size_a, size_t size_b, bool committed,
+		       unsigned int ind)
+{
+	(void)h;
+	return tj.dflt->split(tj.dflt, addr, size, size_a, size_b, committed,
+			      ind);
+}
+
+static bool hook_merge(extent_hooks_t *h, void *addr_a, size_t size_a,
+		       void *addr_b, size_t size_b, bool committed,
+		       unsigned int ind)
+{
+	(void)h;
+	return tj.dflt->merge(tj.dflt, addr_a, size_a, addr_b, size_b,
+			      committed, ind);
+}
+
+static void arena_init_hooks(struct arena *a, unsigned int ind)
+{
+	a->hooks = (extent_hooks_t){
+		.alloc = hook_alloc,
+		.dalloc = NULL,
+		.destroy = hook_destroy,
+		.commit = hook_commit,
+		.decommit = hook_decommit,
+		.purge_lazy = NULL,
+		.purge_forced = hook_purge_forced,
+		.split = hook_split,
+		.merge = hook_merge,
+	};
+	a->ind = ind;
+}
+
+static void prefork(void)
+{
+	pthread_mutex_lock(&tj.lock);
+}
+
+static void postfork(void)
+{
+	pthread_mutex_unlock(&tj.lock);
+}
+
+static int read_size(const char *name, size_t *out)
+{
+	size_t len = sizeof(*out);
+
+	return mallctl(name, out, &len, NULL, 0);
+}
+
+/* The arena's pactive, pdirty and pmuzzy, in bytes (stats refreshed). */
+static void arena_pages(unsigned int ind, long *active, long *dirty,
+			long *muzzy)
+{
+	const char *item[3] = { "pactive", "pdirty", "pmuzzy" };
+	long *out[3] = { active, dirty, muzzy };
+	char name[64];
+	size_t v;
+
+	for (int i = 0; i < 3; i++) {
+		snprintf(name, sizeof(name), "stats.arenas.%u.%s", ind,
+			 item[i]);
+		*out[i] = read_size(name, &v) ? 0 : (long)(v * tj.page);
+	}
+}
+
+static void refresh_stats(void)
+{
+	uint64_t epoch = 1;
+	size_t len = sizeof(epoch);
+
+	mallctl("epoch", &epoch, &len, &epoch, sizeof(epoch));
+}
+
+/*
+ * Give the automatic arenas our hooks, charged to @g.  Those that exist
+ * keep what they hold, charged now: their active, dirty and muzzy pages
+ * and their retained address space, which the default hooks left
+ * committed; the others are initialized with our hooks (writing
+ * arena.<i>.extent_hooks for an index below narenas does it), their
+ * metadata uncharged.
+ */
+static int install_auto(struct tally_memcg *g)
+{
+	unsigned int narenas, nauto;
+	size_t len = sizeof(narenas), oversize = 0;
+	char name[64];
+
+	if (mallctl("arenas.narenas", &narenas, &len, NULL, 0) ||
+	    mallctl("opt.narenas", &nauto, &len, NULL, 0))
+		return -ENOTSUP;
+	/*
+	 * jemalloc's huge arena (index nauto, for allocations of
+	 * opt.oversize_threshold bytes and more) is created on its first use
+	 * with the default hooks, and its index cannot be initialized
+	 * through arena.<i>.extent_hooks: make it exist now, so that it gets
+	 * the hooks like the others (this thread is on an automatic arena).
+	 */
+	read_size("opt.oversize_threshold", &oversize);
+	if (oversize && narenas > nauto) {
+		void *p = mallocx(oversize, MALLOCX_TCACHE_NONE);
+
+		if (p)
+			dallocx(p, MALLOCX_TCACHE_NONE);
+	}
+	if (narenas > MAX_ARENAS)
+		narenas = MAX_ARENAS;
+	refresh_stats();
+	for (unsigned int i = 0; i < narenas; i++) {
+		struct arena *a = &tj.arenas[i];
+		extent_hooks_t *hp = &a->hooks;
+		bool init = false;
+		long held = 0;
+
+		snprintf(name, sizeof(name), "arena.%u.initialized", i);
+		len = sizeof(init);
+		if (mallctl(name, &init, &len, NULL, 0))
+			return -ENOTSUP;
+		if (!init && i >= nauto)
+			continue;	/* a huge arena that could not be made */
+		if (init) {
+			long active, dirty, muzzy;
+			size_t retained = 0;
+
+			arena_pages(i, &active, &dirty, &muzzy);
+			snprintf(name, sizeof(name),
+				 "stats.arenas.%u.retained", i);
+			read_size(name, &retained);
+			held = active + dirty + muzzy + (long)retained;
+		}
+		arena_init_hooks(a, i);
+		a->is_auto = true;
+		group_hold(g);
+		atomic_store(&a->group, g);
+		atomic_store(&a->charged, held);
+		tj.adopted += held;
+		if (held > 0) {
+			tally_memcg_charge(g, held, TALLY_MEMCG_NOFAIL);
+			tally_memcg_stat_mod(g, TALLY_MEMCG_ANON, held);
+		}
+		snprintf(name, sizeof(name), "arena.%u.extent_hooks", i);
+		in_install = true;
+		int ret = mallctl(name, NULL, NULL, &hp, sizeof(hp));
+		in_install = false;
+		if (ret)
+			return -ENOTSUP;
+	}
+	return 0;
+}
+
+int tally_jemalloc_init(const struct tally_jemalloc_options *opts)
+{
+	struct tally_jemalloc_options o = { 0 };
+	const char *version;
+	size_t len = sizeof(version), miblen;
+	int ret = 0;
+
+	if (opts)
+		o = *opts;
+	if (o.arenas_per_group > MAX_SHARDS)
+		return -EINVAL;
+	if (!o.arenas_per_group) {
+		long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+		o.arenas_per_group = n < 1 ? 1 : n > (long)DEFAULT_SHARDS_MAX ?
+			DEFAULT_SHARDS_MAX : (unsigned int)n;
+	}
+	pthread_mutex_lock(&tj.lock);
+	if (tj.installed) {
+		ret = -EBUSY;
+		goto out;
+	}
+	if (mallctl("version", &version, &len, NULL, 0) ||
+	    version[0] != '5' || version[1] != '.') {
+		ret = -ENOTSUP;
+		goto out;
+	}
+	len = sizeof(tj.dflt);
+	if (mallctl("arena.0.extent_hooks", &tj.dflt, &len, NULL, 0) ||
+	    read_size("arenas.page", &tj.page)) {
+		ret = -ENOTSUP;
+		goto out;
+	}
+	miblen = 2;
+	if (mallctlnametomib("thread.arena", tj.mib_thread_arena, &miblen)) {
+		ret = -ENOTSUP;
+		goto out;
+	}
+	miblen = 3;
+	if (mallctlnametomib("thread.tcache.flush", tj.mib_flush, &miblen)) {
+		ret = -ENOTSUP;
+		goto out;
+	}
+	tj.opts = o;
+	if (o.auto_group) {
+		ret = install_auto(o.auto_group);
+		if (ret)
+			goto out;
+	}
+	if (pthread_atfork(prefork, postfork, postfork)) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	__atomic_store_n(&tj.installed, true, __ATOMIC_RELEASE);
+out:
+	pthread_mutex_unlock(&tj.lock);
+	return ret;
+}
+
+/*
+ * A new arena with our hooks.  Its metadata stays on jemalloc's default
+ * hooks (experimental.arenas_create_ext's metadata_use_hooks, jemalloc
+ * 5.3): only pages that hold objects are charged.  jemalloc's
+ * arena_config_t is { extent_hooks_t *; bool }.
+ */
+static struct arena *arena_create(void)
+{
+	static struct arena scratch;
+	struct {
+		extent_hooks_t *extent_hooks;
+		bool metadata_use_hooks;
+	} config = { &scratch.hooks, false };
+	unsigned int ind;
+	size_t len = sizeof(ind);
+
+	/* jemalloc may call the hooks of an arena as it creates it: the
+	 * index is not known before, so they start on a scratch arena with
+	 * no group (nothing is charged), then move to the real one. */
+	arena_init_hooks(&scratch, UINT32_MAX);
+	if (mallctl("experimental.arenas_create_ext", &ind, &len, &config,
+		    sizeof(config))) {
+		len = sizeof(ind);
+		if (mallctl("arenas.create", &ind, &len, &config.extent_hooks,
+			    sizeof(config.extent_hooks)))
+			return NULL;
+	}
+	if (ind >= MAX_ARENAS)
+		return NULL;	/* leaked: jemalloc refuses it anyway */
+	struct arena *a = &tj.arenas[ind];
+	extent_hooks_t *hp = &a->hooks;
+	char name[64];
+
+	arena_init_hooks(a, ind);
+	snprintf(name, sizeof(name), "arena.%u.extent_hooks", ind);
+	if (mallctl(name, NULL, NULL, &hp, sizeof(hp)))
+		return NULL;
+	atomic_store(&a->charged, atomic_load(&scratch.charged));
+	atomic_store(&scratch.charged, 0);
+	return a;
+}
+
+static void arena_purge(unsigned int ind)
+{
+	char name[64];
+
+	snprintf(name, sizeof(name), "arena.%u.purge", ind);
+	mallctl(name, NULL, NULL, NULL, 0);
+}
+
+/* Move the retired groups' arenas that hold nothing to the pool. */
+static void recycle_retired(void)
+{
+	for (struct group_arenas **pp = &tj.retired; *pp;) {
+		struct group_arenas *ga = *pp;
+		unsigned int left = 0;
+
+		for (unsigned int i = 0; i < ga->nr; i++) {
+			struct arena *a = ga->arena[i];
+
+			if (!a)
+				continue;
+			arena_purge(a->ind);
+			if (atomic_load(&a->charged) != 0) {
+				left++;
+				continue;
+			}
+			atomic_store(&a->group, NULL);
+			group_drop(ga->group);
+			a->next_free = tj.pool;
+			tj.pool = a;
+			ga->arena[i] = NULL;
+		}
+		if (left) {
+			pp = &ga->next;
+		} else {
+			*pp = ga->next;
+			dallocx(ga, MALLOCX_TCACHE_NONE);
+		}
+	}
+}
+
+static struct group_arenas *find_locked(struct tally_memcg *g)
+{
+	for (struct group_arenas *ga = tj.groups; ga; ga = ga->next)
+		if (ga->group == g)
+			return ga;
+	return NULL;
+}
+
+static struct group_arenas *get_arenas_locked(struct tally_memcg *g)
+{
+	struct group_arenas *ga = find_locked(g);
+
+	if (ga)
+		return ga;
+	/* Not from the thread's arena: that may be a group's. */
+	ga = mallocx(sizeof(*ga), MALLOCX_ARENA(0) | MALLOCX_TCACHE_NONE |
+		     MALLOCX_ZERO);
+	if (!ga)
+		return NULL;
+	recycle_retired();
+	for (unsigned int i = 0; i < tj.opts.arenas_per_group; i++) {
+		struct arena *a = tj.pool;
+
+		if (a)
+			tj.pool = a->next_free;
+		else
+			a = arena_create();
+		if (!a)
+			break;
+		group_hold(g);
+		atomic_store_explicit(&a->group, g, memory_order_release);
+		ga->arena[ga->nr++] = a;
+	}
+	if (!ga->nr) {
+		dallocx(ga, MALLOCX_TCACHE_NONE);
+		return NULL;
+	}
+	ga->group = g;
+	ga->next = tj.groups;
+	tj.groups = ga;
+	return ga;
+}
+
+/* Bind the calling thread to arena @ind, flushing its cache first. */
+static void bind_thread(int ind)
+{
+	unsigned int u = (unsigned int)ind;
+
+	if (ind == thread_arena)
+		return;
+	if (!tj.opts.keep_tcache)
+		mallctlbymib(tj.mib_flush, 3, NULL, NULL, NULL, 0);
+	if (!mallctlbymib(tj.mib_thread_arena, 2, NULL, NULL, &u, sizeof(u)))
+		thread_arena = ind;
+}
+
+struct tally_memcg *tally_jemalloc_set_current(struct tally_memcg *g)
+{
+	struct tally_memcg *prev = tally_memcg_set_current(g);
+	struct tally_memcg *eff = tally_memcg_current();
+	int target = -1;
+
+	if (!__atomic_load_n(&tj.installed, __ATOMIC_ACQUIRE))
+		return prev;
+	if (thread_auto_arena < 0) {
+		unsigned int cur;
+		size_t len = sizeof(cur);
+
+		if (mallctlbymib(tj.mib_thread_arena, 2, &cur, &len, NULL, 0))
+			return prev;
+		thread_auto_arena = (int)cur;
+		thread_arena = (int)cur;
+	}
+	if (eff && eff != tj.opts.auto_group) {
+		if (!thread_has_shard) {
+			thread_shard = atomic_fetch_add(&tj.next_shard, 1);
+			thread_has_shard = true;
+		}
+		pthread_mutex_lock(&tj.lock);
+		struct group_arenas *ga = get_arenas_locked(eff);
+
+		if (ga)
+			target = (int)ga->arena[thread_shard % ga->nr]->ind;
+		pthread_mutex_unlock(&tj.lock);
+	}
+	bind_thread(target >= 0 ? target : thread_auto_arena);
+	return prev;
+}
+
+int tally_jemalloc_flush(void)
+{
+	if (!__atomic_load_n(&tj.installed, __ATOMIC_ACQUIRE))
+		return -ENOTSUP;
+	mallctlbymib(tj.mib_flush, 3, NULL, NULL, NULL, 0);
+	return 0;
+}
+
+int tally_jemalloc_purge(struct tally_memcg *g)
+{
+	int ret = 0;
+
+	if (!__atomic_load_n(&tj.installed, __ATOMIC_ACQUIRE))
+		return -ENOTSUP;
+	if (!g) {
+		purge_all();
+		return 0;
+	}
+	pthread_mutex_lock(&tj.lock);
+	struct group_arenas *ga = find_locked(g);
+
+	if (!ga)
+		ret = -ENOENT;
+	else
+		for (unsigned int i = 0; i < ga->nr; i++)
+			arena_purge(ga->arena[i]->ind);
+	pthread_mutex_unlock(&tj.lock);
+	return ret;
+}
+
+int tally_jemalloc_release(struct tally_memcg *g)
+{
+	int ret = 0;
+
+	if (!__atomic_load_n(&tj.installed, __ATOMIC_ACQUIRE))
+		return -ENOTSUP;
+	pthread_mutex_lock(&tj.lock);
+	struct group_arenas **pp = &tj.groups;
+
+	while (*pp && (*pp)->group != g)
+		pp = &(*pp)->next;
+	if (!*pp) {
+		ret = -ENOENT;
+	} else {
+		struct group_arenas *ga = *pp;
+
+		*pp = ga->next;
+		ga->next = tj.retired;
+		tj.retired = ga;
+		recycle_retired();
+	}
+	pthread_mutex_unlock(&tj.lock);
+	return ret;
+}
+
+/* Add arena @a's pages and charge to @out (stats refreshed). */
+static void add_arena(const struct arena *a, struct tally_jemalloc_stats *out)
+{
+	long active, dirty, muzzy;
+
+	arena_pages(a->ind, &active, &dirty, &muzzy);
+	out->active += active;
+	out->dirty += dirty;
+	out->muzzy += muzzy;
+	out->charged += atomic_load(&a->charged);
+	out->arenas++;
+}
+
+int tally_jemalloc_stats(struct tally_memcg *g,
+			 struct tally_jemalloc_stats *out)
+{
+	int ret = 0;
+
+	if (!out)
+		return -EINVAL;
+	if (!__atomic_load_n(&tj.installed, __ATOMIC_ACQUIRE))
+		return -ENOTSUP;
+	memset(out, 0, sizeof(*out));
+	pthread_mutex_lock(&tj.lock);
+	refresh_stats();
+	if (g) {
+		struct group_arenas *ga = find_locked(g);
+
+		if (!ga)
+			for (ga = tj.retired; ga && ga->group != g;)
+				ga = ga->next;
+		if (!ga)
+			ret = -ENOENT;
+		else
+			for (unsigned int i = 0; i < ga->nr; i++)
+				if (ga->arena[i])
+					add_arena(ga->arena[i], out);
+	} else {
+		for (unsigned int i = 0; i < MAX_ARENAS; i++)
+			if (tj.arenas[i].is_auto)
+				add_arena(&tj.arenas[i], out);
+		out->adopted = tj.adopted;
+	}
+	pthread_mutex_unlock(&tj.lock);
+	return ret;
+}

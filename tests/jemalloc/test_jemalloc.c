@@ -1,0 +1,386 @@
+// SPDX-License-Identifier: MIT
+/*
+ * test_jemalloc.c - the jemalloc integration (tally/jemalloc.h), in a
+ * binary whose malloc is jemalloc: pages charged to the allocating
+ * thread's group, uncharged from it by whichever thread frees, limits
+ * that make malloc() and realloc() fail cleanly, and arenas recycled.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jemalloc/jemalloc.h>
+
+#include <tally/jemalloc.h>
+#include <tally/memcg_current.h>
+
+#include "../harness.h"
+#include "../util.h"
+
+static struct tally_memcg_tree *tree;
+
+/* One tree for the whole binary: the integration is installed once. */
+static struct tally_memcg_tree *the_tree(void)
+{
+	if (!tree) {
+		tree = util_memcg_tree(NULL, 0);
+		if (tally_jemalloc_init(NULL) != 0)
+			abort();
+	}
+	return tree;
+}
+
+static struct tally_memcg *new_group(struct tally_memcg *parent,
+				     const char *name)
+{
+	return util_memcg_group(parent ? parent : tally_memcg_root(the_tree()),
+				name);
+}
+
+static long usage(struct tally_memcg *g)
+{
+	return util_memcg_usage(g, TALLY_MEMCG_READ_DRAIN);
+}
+
+static long anon(struct tally_memcg *g)
+{
+	long v = -1;
+
+	tally_memcg_stat_read(g, TALLY_MEMCG_ANON, TALLY_FLUSH_FORCE, &v,
+			      NULL);
+	return v;
+}
+
+static unsigned int arena_of(void *p)
+{
+	unsigned int ind = ~0u;
+	size_t len = sizeof(ind);
+
+	mallctl("arenas.lookup", &ind, &len, &p, sizeof(p));
+	return ind;
+}
+
+static unsigned int thread_arena(void)
+{
+	unsigned int ind = ~0u;
+	size_t len = sizeof(ind);
+
+	mallctl("thread.arena", &ind, &len, NULL, 0);
+	return ind;
+}
+
+/* Sizes from 16 B to 64 KiB, small and large classes. */
+static size_t size_of(unsigned int i)
+{
+	static const size_t sizes[] = { 16, 48, 100, 512, 3000, 8192,
+					20000, 40000, 65536 };
+
+	return sizes[i % ARRAY_SIZE(sizes)];
+}
+
+TEST(the_charge_is_jemalloc_s_active_pages_of_the_group_exactly)
+{
+	struct tally_memcg *g = new_group(NULL, "exact");
+	struct tally_jemalloc_stats st;
+	void *p[900];
+
+	struct tally_memcg *save = tally_jemalloc_set_current(g);
+	for (unsigned int i = 0; i < ARRAY_SIZE(p); i++) {
+		p[i] = malloc(size_of(i));
+		REQUIRE(p[i]);
+		memset(p[i], 1, size_of(i));
+	}
+	CHECK(tally_jemalloc_purge(g) == 0);
+	REQUIRE(tally_jemalloc_stats(g, &st) == 0);
+	CHECK(st.active > 0);
+	CHECK_EQ_LONG(st.charged, st.active);
+	CHECK_EQ_LONG(st.dirty, 0);
+	CHECK_EQ_LONG(st.muzzy, 0);
+	CHECK_EQ_LONG(usage(g), st.charged);
+	CHECK_EQ_LONG(anon(g), st.charged);
+	/* Every byte asked for is inside the charge. */
+	long asked = 0;
+	for (unsigned int i = 0; i < ARRAY_SIZE(p); i++)
+		asked += (long)size_of(i);
+	CHECK_LE_LONG(asked, st.charged);
+
+	for (unsigned int i = 0; i < ARRAY_SIZE(p); i++)
+		free(p[i]);
+	/* Freed but not purged: dirty pages stay charged. */
+	CHECK(tally_jemalloc_flush() == 0);
+	REQUIRE(tally_jemalloc_stats(g, &st) == 0);
+	CHECK_EQ_LONG(st.charged, st.active + st.dirty);
+	CHECK_EQ_LONG(usage(g), st.charged);
+	CHECK(tally_jemalloc_purge(g) == 0);
+	REQUIRE(tally_jemalloc_stats(g, &st) == 0);
+	CHECK_EQ_LONG(st.charged, st.active);
+	CHECK_EQ_LONG(usage(g), st.charged);
+	CHECK_EQ_LONG(anon(g), st.charged);
+	tally_jemalloc_set_current(save);
+}
+
+struct exchange {
+	struct tally_memcg *group;
+	void **mine;		/* allocated by this thread */
+	void **theirs;		/* to free: the other thread's */
+	unsigned int nr;
+	pthread_barrier_t *barrier;
+	unsigned int arena_seen;
+};
+
+static void *swap_and_free(void *arg)
+{
+	struct exchange *x = arg;
+
+	tally_jemalloc_set_current(x->group);
+	x->arena_seen = thread_arena();
+	for (unsigned int i = 0; i < x->nr; i++) {
+		x->mine[i] = malloc(size_of(i * 7));
+		if (x->mine[i])
+			memset(x->mine[i], 2, size_of(i * 7));
+	}
+	pthread_barrier_wait(x->barrier);	/* both allocated */
+	pthread_barrier_wait(x->barrier);	/* the main thread checked */
+	for (unsigned int i = 0; i < x->nr; i++)
+		free(x->theirs[i]);
+	tally_jemalloc_flush();
+	pthread_barrier_wait(x->barrier);	/* both freed */
+	tally_jemalloc_set_current(NULL);
+	return NULL;
+}
+
+TEST(threads_freeing_each_others_allocations_uncharge_the_allocating_group)
+{
+	enum { N = 2000 };
+	struct tally_memcg *parent = new_group(NULL, "tenants");
+	struct tally_memcg *a = new_group(parent, "a");
+	struct tally_memcg *b = new_group(parent, "b");
+	static void *pa[N], *pb[N];
+	pthread_barrier_t barrier;
+	struct exchange xa = { a, pa, pb, N, &barrier, 0 };
+	struct exchange xb = { b, pb, pa, N, &barrier, 0 };
+	struct tally_jemalloc_stats sa, sb;
+	pthread_t ta, tb;
+
+	pthread_barrier_init(&barrier, NULL, 3);
+	REQUIRE(pthread_create(&ta, NULL, swap_and_free, &xa) == 0);
+	REQUIRE(pthread_create(&tb, NULL, swap_and_free, &xb) == 0);
+	pthread_barrier_wait(&barrier);
+	for (unsigned int i = 0; i < N; i++) {
+		CHECK(pa[i] && pb[i]);
+		CHECK(arena_of(pa[i]) == xa.arena_seen);
+		CHECK(arena_of(pb[i]) == xb.arena_seen);
+	}
+	tally_jemalloc_purge(NULL);
+	REQUIRE(tally_jemalloc_stats(a, &sa) == 0);
+	REQUIRE(tally_jemalloc_stats(b, &sb) == 0);
+	CHECK(sa.active > 0 && sb.active > 0);
+	CHECK_EQ_LONG(usage(a), sa.charged);
+	CHECK_EQ_LONG(usage(b), sb.charged);
+	CHECK_EQ_LONG(sa.charged, sa.active);
+	CHECK_EQ_LONG(sb.charged, sb.active);
+	CHECK_EQ_LONG(usage(parent), sa.charged + sb.charged);
+	pthread_barrier_wait(&barrier);
+	pthread_barrier_wait(&barrier);
+	pthread_join(ta, NULL);
+	pthread_join(tb, NULL);
+	/* Every object went back to its own group's arena: zero left. */
+	tally_jemalloc_purge(NULL);
+	REQUIRE(tally_jemalloc_stats(a, &sa) == 0);
+	REQUIRE(tally_jemalloc_stats(b, &sb) == 0);
+	CHECK_EQ_LONG(sa.active, 0);
+	CHECK_EQ_LONG(sb.active, 0);
+	CHECK_EQ_LONG(usage(a), 0);
+	CHECK_EQ_LONG(usage(b), 0);
+	CHECK_EQ_LONG(usage(parent), 0);
+	CHECK_EQ_LONG(anon(parent), 0);
+	pthread_barrier_destroy(&barrier);
+}
+
+TEST(a_limit_makes_malloc_return_null_with_enomem_and_count_an_oom)
+{
+	struct tally_memcg *g = new_group(NULL, "limited");
+	void *p[4096];
+	unsigned int n = 0;
+	long got = 0;
+
+	REQUIRE(tally_memcg_set_limit(g, TALLY_MEMCG_MAX, 1l << 20) == 0);
+	struct tally_memcg *save = tally_jemalloc_set_current(g);
+	errno = 0;
+	CHECK(malloc(4l << 20) == NULL);
+	CHECK_EQ_LONG(errno, ENOMEM);
+	/* One failed malloc(), one oom event (not one per jemalloc retry). */
+	CHECK_EQ_LONG(util_memcg_event(g, TALLY_MEMCG_EVENT_OOM, true), 1);
+	while (n < ARRAY_SIZE(p) && (p[n] = malloc(4000)) != NULL) {
+		memset(p[n], 3, 4000);
+		got += 4000;
+		n++;
+	}
+	CHECK(n < ARRAY_SIZE(p));
+	CHECK_EQ_LONG(errno, ENOMEM);
+	CHECK_LE_LONG(got, 1l << 20);
+	CHECK_LE_LONG(usage(g), 1l << 20);
+	/* Half a MiB in use: the other half is still there to allocate. */
+	CHECK_LE_LONG(768l << 10, got);
+	while (n > 0)
+		free(p[--n]);
+	tally_jemalloc_flush();
+	void *again = malloc(512l << 10);
+	CHECK(again != NULL);
+	free(again);
+	tally_jemalloc_set_current(save);
+	tally_jemalloc_flush();
+	tally_jemalloc_purge(g);
+	CHECK_EQ_LONG(usage(g), 0);
+}
+
+TEST(realloc_growing_across_the_limit_returns_null_and_keeps_the_block)
+{
+	struct tally_memcg *g = new_group(NULL, "realloc");
+	char *p, *q;
+
+	REQUIRE(tally_memcg_set_limit(g, TALLY_MEMCG_MAX, 1l << 20) == 0);
+	struct tally_memcg *save = tally_jemalloc_set_current(g);
+	p = malloc(300000);
+	REQUIRE(p);
+	for (int i = 0; i < 300000; i++)
+		p[i] = (char)(i * 31);
+	q = realloc(p, 600000);		/* fits: 900 KB at most in use */
+	REQUIRE(q);
+	p = q;
+	errno = 0;
+	q = realloc(p, 2l << 20);
+	CHECK(q == NULL);
+	if (q) {
+		free(q);
+	} else {
+		bool intact = true;
+
+		CHECK_EQ_LONG(errno, ENOMEM);
+		for (int i = 0; i < 300000; i++)
+			intact &= p[i] == (char)(i * 31);
+		CHECK(intact);
+		free(p);
+	}
+	tally_jemalloc_set_current(save);
+	tally_jemalloc_purge(g);
+	CHECK_EQ_LONG(usage(g), 0);
+}
+
+TEST(a_switch_flushes_the_thread_cache_so_the_new_group_is_charged)
+{
+	struct tally_memcg *a = new_group(NULL, "switch-a");
+	struct tally_memcg *b = new_group(NULL, "switch-b");
+	void *p[64];
+
+	struct tally_memcg *save = tally_jemalloc_set_current(a);
+	unsigned int arena_a = thread_arena();
+	for (unsigned int i = 0; i < ARRAY_SIZE(p); i++)
+		p[i] = malloc(64);
+	for (unsigned int i = 0; i < ARRAY_SIZE(p); i++)
+		free(p[i]);		/* cached by this thread */
+	CHECK(tally_jemalloc_set_current(b) == a);
+	unsigned int arena_b = thread_arena();
+	CHECK(arena_a != arena_b);
+	for (unsigned int i = 0; i < ARRAY_SIZE(p); i++) {
+		p[i] = malloc(64);
+		CHECK_EQ_LONG(arena_of(p[i]), arena_b);
+	}
+	for (unsigned int i = 0; i < ARRAY_SIZE(p); i++)
+		free(p[i]);
+	tally_jemalloc_set_current(save);
+	tally_jemalloc_purge(NULL);
+	CHECK_EQ_LONG(usage(a), 0);
+	CHECK_EQ_LONG(usage(b), 0);
+}
+
+TEST(a_destroyed_group_loses_nothing_and_its_arenas_serve_the_next_group)
+{
+	struct tally_memcg *parent = new_group(NULL, "churn");
+	struct tally_memcg *q1 = new_group(parent, "q1");
+	void *p[100];
+
+	struct tally_memcg *save = tally_jemalloc_set_current(q1);
+	unsigned int arena_q1 = thread_arena();
+	for (unsigned int i = 0; i < ARRAY_SIZE(p); i++)
+		REQUIRE((p[i] = malloc(size_of(i))) != NULL);
+	tally_jemalloc_set_current(save);
+	long charged = usage(q1);
+	CHECK(charged > 0);
+	CHECK_EQ_LONG(usage(parent), charged);
+
+	/* Destroyed with its objects alive: the parent holds the charge. */
+	CHECK(tally_jemalloc_release(q1) == 0);
+	CHECK(tally_memcg_destroy(q1) == 0);
+	CHECK_EQ_LONG(usage(parent), charged);
+	for (unsigned int i = 0; i < ARRAY_SIZE(p); i++)
+		free(p[i]);
+	tally_jemalloc_flush();
+	tally_jemalloc_purge(NULL);
+	CHECK_EQ_LONG(usage(parent), 0);
+	CHECK_EQ_LONG(anon(parent), 0);
+
+	/* Its arena, empty now, is the next new group's. */
+	struct tally_memcg *q2 = new_group(parent, "q2");
+	save = tally_jemalloc_set_current(q2);
+	bool reused = false;
+	for (unsigned int i = 0; i < 64 && !reused; i++)
+		reused = thread_arena() == arena_q1;
+	void *x = malloc(1000);
+	CHECK(x != NULL);
+	CHECK(usage(q2) > 0);
+	free(x);
+	tally_jemalloc_set_current(save);
+	CHECK(tally_jemalloc_release(q2) == 0);
+	CHECK(reused);
+}
+
+/*
+ * A process whose threads have no group of their own: with auto_group,
+ * jemalloc's automatic arenas (the huge arena of 8 MiB allocations too)
+ * charge it.  Run in a fresh copy of this binary: the integration is
+ * installed once per process.
+ */
+TEST(auto_group_charges_the_allocations_of_threads_without_a_group)
+{
+	if (!harness_is_child()) {
+		const char *const env[] = { NULL };
+
+		CHECK_EQ_LONG(RERUN_THIS_TEST(env), 0);
+		return;
+	}
+	struct tally_memcg_tree *t = util_memcg_tree(NULL, 0);
+	struct tally_memcg *g = util_memcg_group(tally_memcg_root(t), "all");
+	struct tally_jemalloc_options opts = { .auto_group = g };
+	struct tally_jemalloc_stats st;
+
+	REQUIRE(tally_jemalloc_init(&opts) == 0);
+	REQUIRE(tally_jemalloc_stats(NULL, &st) == 0);
+	CHECK_EQ_LONG(usage(g), st.adopted);
+	CHECK_EQ_LONG(st.charged, st.adopted);
+
+	char *huge = malloc(12l << 20);		/* the huge arena's */
+	void *small[1000];
+
+	REQUIRE(huge);
+	memset(huge, 1, 12l << 20);
+	for (unsigned int i = 0; i < ARRAY_SIZE(small); i++)
+		REQUIRE((small[i] = malloc(size_of(i))) != NULL);
+	REQUIRE(tally_jemalloc_stats(NULL, &st) == 0);
+	CHECK_LE_LONG(12l << 20, st.active);
+	CHECK_LE_LONG(st.active + st.dirty + st.muzzy, st.charged);
+	CHECK_LE_LONG(st.charged, st.active + st.dirty + st.muzzy + st.adopted);
+	CHECK_EQ_LONG(usage(g), st.charged);
+
+	free(huge);
+	for (unsigned int i = 0; i < ARRAY_SIZE(small); i++)
+		free(small[i]);
+	tally_jemalloc_flush();
+	tally_jemalloc_purge(NULL);
+	REQUIRE(tally_jemalloc_stats(NULL, &st) == 0);
+	CHECK_LE_LONG(st.active, st.charged);
+	CHECK_LE_LONG(st.charged, st.active + st.adopted);
+	CHECK_EQ_LONG(usage(g), st.charged);
+	harness_child_exit();
+}

@@ -1,0 +1,167 @@
+// SPDX-License-Identifier: MIT
+/*
+ * run_probe.c - a plain C program (no tally inside) for the `tally run`
+ * checks of scripts/check-run.sh: what a program under a memory limit
+ * sees, in the process tally run started, a forked child and an exec'd
+ * image.
+ *
+ *   run_probe alloc MIB     allocate 1 MiB blocks up to MIB MiB, touching
+ *                           them; print how many fit before malloc()
+ *                           returned NULL (with errno)
+ *   run_probe fork MIB      the same in a forked child, then in the parent
+ *   run_probe exec MIB      exec this program's "alloc MIB"
+ *   run_probe realloc MIB   grow one block by 1 MiB steps with realloc()
+ *                           up to MIB MiB; check the block kept its bytes
+ *                           when realloc() refused
+ *   run_probe threads       4 threads free each other's blocks; print the
+ *                           blocks they freed
+ *
+ * Exit status 0 when the program saw what a program sees under malloc
+ * (NULL and ENOMEM, an intact block), 1 otherwise.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define MIB (1l << 20)
+
+static int alloc(const char *who, long limit)
+{
+	void **blocks = calloc((size_t)limit, sizeof(void *));
+	long n = 0;
+	int err = 0;
+
+	if (!blocks)
+		return 1;
+	for (; n < limit; n++) {
+		errno = 0;
+		blocks[n] = malloc(MIB);
+		if (!blocks[n]) {
+			err = errno;
+			break;
+		}
+		memset(blocks[n], 1, MIB);
+	}
+	if (n < limit)
+		printf("%s: malloc refused after %ld MiB: %s\n", who, n,
+		       strerror(err));
+	else
+		printf("%s: allocated %ld MiB\n", who, n);
+	while (n > 0)
+		free(blocks[--n]);
+	free(blocks);
+	fflush(stdout);
+	return err && err != ENOMEM;
+}
+
+static int grow(long limit)
+{
+	unsigned char *p = malloc(MIB), *q;
+	long size = MIB;
+
+	if (!p)
+		return 1;
+	for (long i = 0; i < size; i++)
+		p[i] = (unsigned char)(i * 7);
+	while (size < limit * MIB) {
+		errno = 0;
+		q = realloc(p, (size_t)(size + MIB));
+		if (!q) {
+			int err = errno;
+			long bad = 0;
+
+			for (long i = 0; i < MIB; i++)
+				bad += p[i] != (unsigned char)(i * 7);
+			printf("realloc refused at %ld MiB: %s, block %s\n",
+			       size / MIB + 1, strerror(err),
+			       bad ? "damaged" : "intact");
+			free(p);
+			return bad || err != ENOMEM;
+		}
+		p = q;
+		memset(p + size, 2, MIB);
+		size += MIB;
+	}
+	printf("realloc grew to %ld MiB\n", size / MIB);
+	free(p);
+	return 0;
+}
+
+#define NTHREADS 4
+#define NBLOCKS 20000
+
+static void *blocks[NTHREADS][NBLOCKS];
+static pthread_barrier_t barrier;
+
+static void *exchange(void *arg)
+{
+	long me = (long)arg, freed = 0;
+
+	for (int i = 0; i < NBLOCKS; i++)
+		blocks[me][i] = malloc(16 + (size_t)(i * 37 % 4000));
+	pthread_barrier_wait(&barrier);
+	for (int i = 0; i < NBLOCKS; i++) {
+		free(blocks[(me + 1) % NTHREADS][i]);
+		freed++;
+	}
+	return (void *)freed;
+}
+
+static int threads(void)
+{
+	pthread_t th[NTHREADS];
+	long total = 0;
+
+	pthread_barrier_init(&barrier, NULL, NTHREADS);
+	for (long i = 0; i < NTHREADS; i++)
+		if (pthread_create(&th[i], NULL, exchange, (void *)i))
+			return 1;
+	for (int i = 0; i < NTHREADS; i++) {
+		void *r;
+
+		pthread_join(th[i], &r);
+		total += (long)r;
+	}
+	printf("threads freed %ld blocks of each other\n", total);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	long mib = argc > 2 ? atol(argv[2]) : 0;
+
+	if (argc < 2)
+		return 2;
+	if (!strcmp(argv[1], "alloc"))
+		return alloc("alloc", mib);
+	if (!strcmp(argv[1], "realloc"))
+		return grow(mib);
+	if (!strcmp(argv[1], "threads"))
+		return threads();
+	if (!strcmp(argv[1], "exec")) {
+		execl("/proc/self/exe", argv[0], "alloc", argv[2],
+		      (char *)NULL);
+		perror("exec");
+		return 1;
+	}
+	if (!strcmp(argv[1], "fork")) {
+		int status;
+		pid_t pid;
+
+		fflush(stdout);
+		pid = fork();
+		if (pid < 0)
+			return 1;
+		if (pid == 0)
+			_exit(alloc("child", mib));
+		if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
+		    WEXITSTATUS(status))
+			return 1;
+		return alloc("parent", mib);
+	}
+	return 2;
+}

@@ -1714,6 +1714,7 @@ int tally_bench_stats(int argc, char **argv)
 	for (unsigned int d = 0; d < NR_DESIGNS; d++)
 		tree_set_destroy(&r->big[d]);
 	fprintf(r->out, "(%.0f s)\n", (double)(bench_now_ns() - start) / 1e9);
+	bench_json_load_end(&r->json);
 	if (bench_json_close(&r->json))
 		err = -1;
 	free(r);

@@ -179,8 +179,12 @@ install: lib $(BUILD)/tally
 		-e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' -e 's|@VERSION@|$(VERSION)|' \
 		tally.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/tally.pc
 
-# What install put there, with the same variables; directories that are
-# left empty are removed (never one that still holds something else).
+# What install put there, with the same variables, and the directories of
+# tally's own headers (include/tally and below) when left empty, deepest
+# first.  The directories it shares with others (bin, lib, lib/pkgconfig,
+# include) stay, even empty: they are the system's.  No error either way.
+UNINSTALL_DIRS := $(patsubst %/,%,$(dir \
+	$(PUBLIC_HEADERS:include/%=$(DESTDIR)$(INCLUDEDIR)/%)))
 uninstall:
 	for h in $(PUBLIC_HEADERS:include/%=%); do \
 		rm -f $(DESTDIR)$(INCLUDEDIR)/$$h || exit 1; \
@@ -188,8 +192,11 @@ uninstall:
 	rm -f $(DESTDIR)$(LIBDIR)/libtally.a $(DESTDIR)$(LIBDIR)/$(SO_FILE) \
 		$(DESTDIR)$(LIBDIR)/$(SONAME) $(DESTDIR)$(LIBDIR)/libtally.so \
 		$(DESTDIR)$(LIBDIR)/pkgconfig/tally.pc $(DESTDIR)$(BINDIR)/tally
-	-rmdir -p $(sort $(dir $(PUBLIC_HEADERS:include/%=$(DESTDIR)$(INCLUDEDIR)/%))) \
-		$(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(BINDIR) 2>/dev/null
+	for d in $(shell printf '%s\n' $(UNINSTALL_DIRS) | sort -r -u); do \
+		if [ -d "$$d" ] && [ -z "$$(ls -A "$$d")" ]; then \
+			rmdir "$$d" || exit 1; \
+		fi; \
+	done
 
 clean:
 	rm -rf build

@@ -1614,7 +1614,7 @@ static int plan_readers_rows(struct run *r)
 		row->period_ms = r->periods_ms[overload ? 0 : p];
 		if (row->per_cpu > MAX_READERS / r->nr_cpus) {
 			fprintf(stderr,
-				"tally bench stats: %u readers per CPU on %u CPUs is more than %u threads\n",
+				"tally: bench stats: %u readers per CPU on %u CPUs is more than %u threads\n",
 				row->per_cpu, r->nr_cpus, MAX_READERS);
 			return -1;
 		}

@@ -95,7 +95,7 @@ TEST(signal_storm_of_charges_and_uncharges_on_the_same_group_keeps_exact_totals)
 	struct storm s = { 0 };
 	pthread_t sender;
 	long i, n = harness_scale(200000), held = 0, bad = 0;
-	long want = harness_scale(20000);
+	long want = harness_scale(10000);	/* signals landed, at least */
 	double deadline;
 
 	REQUIRE(t);
@@ -109,8 +109,11 @@ TEST(signal_storm_of_charges_and_uncharges_on_the_same_group_keeps_exact_totals)
 	REQUIRE(sigaction(SIGUSR1, &sa, &old) == 0);
 	s.target = pthread_self();
 	REQUIRE(pthread_create(&sender, NULL, storm_sender, &s) == 0);
-	deadline = harness_now() + 1.0;
-	/* Until enough signals landed: the fast paths outrun the sender. */
+	deadline = harness_now() + HARNESS_HANG_S;
+	/*
+	 * Until enough signals landed (the fast paths outrun the sender),
+	 * however long a loaded machine takes to deliver them.
+	 */
 	for (i = 0; (i < n || __atomic_load_n(&storm_handled,
 					       __ATOMIC_RELAXED) < want) &&
 		    ((i & 255) || harness_now() < deadline); i++) {
@@ -139,7 +142,9 @@ TEST(signal_storm_of_charges_and_uncharges_on_the_same_group_keeps_exact_totals)
 	sigaction(SIGUSR1, &old, NULL);
 	CHECK_EQ_LONG(bad, 0);
 	CHECK_EQ_LONG(storm_handler_errors, 0);
-	CHECK(storm_handled >= want / 2);
+	if (!CHECK(storm_handled >= want))
+		harness_log("%ld signals handled in %d s: hung", storm_handled,
+			    HARNESS_HANG_S);
 	CHECK_EQ_LONG(util_memcg_usage(storm_group, TALLY_MEMCG_READ_DRAIN),
 		      held + storm_handler_bytes);
 	CHECK_EQ_LONG(util_memcg_usage(tally_memcg_root(t),
@@ -263,7 +268,7 @@ TEST(a_thread_stopped_in_a_loop_of_charges_does_not_block_other_threads)
 		 */
 		o = (struct other){ .g = l.g, .n = harness_scale(3000) };
 		REQUIRE(pthread_create(&oth, NULL, other_run, &o) == 0);
-		deadline = harness_now() + 3.0;
+		deadline = harness_now() + HARNESS_HANG_S;
 		while (!__atomic_load_n(&o.done, __ATOMIC_ACQUIRE) &&
 		       harness_now() < deadline)
 			usleep(200);

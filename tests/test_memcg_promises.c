@@ -11,6 +11,7 @@
 #include <limits.h>
 #include <poll.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -35,6 +36,7 @@ static struct tally_memcg *storm_group;
 static volatile long storm_handler_bytes;	/* charged by handlers, net */
 static volatile sig_atomic_t storm_handler_errors;
 static long storm_handled;	/* handler runs, read by the sender */
+static sem_t storm_sem;		/* posted by each handler run */
 
 static void storm_handler(int sig)
 {
@@ -42,6 +44,7 @@ static void storm_handler(int sig)
 
 	(void)sig;
 	__atomic_add_fetch(&storm_handled, 1, __ATOMIC_RELEASE);
+	sem_post(&storm_sem);
 	/*
 	 * Charge on one signal, uncharge on the next: the main loop fills
 	 * or empties the stock in between, so the handler's calls find it
@@ -78,11 +81,22 @@ static void *storm_sender(void *arg)
 			s->sent++;
 		/*
 		 * One signal at a time: pending signals merge, and the
-		 * sanitizers deliver them late.
+		 * sanitizers deliver them late.  Asleep meanwhile, not
+		 * yielding: on a loaded machine a woken thread runs sooner
+		 * than one that yields, and the round trips keep going.
 		 */
 		while (__atomic_load_n(&storm_handled, __ATOMIC_ACQUIRE) == h &&
-		       !__atomic_load_n(&s->stop, __ATOMIC_ACQUIRE))
-			sched_yield();
+		       !__atomic_load_n(&s->stop, __ATOMIC_ACQUIRE)) {
+			struct timespec ts;
+
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_nsec += 10000000;		/* to see stop */
+			if (ts.tv_nsec >= 1000000000) {
+				ts.tv_sec++;
+				ts.tv_nsec -= 1000000000;
+			}
+			sem_timedwait(&storm_sem, &ts);
+		}
 	}
 	return NULL;
 }
@@ -104,6 +118,7 @@ TEST(signal_storm_of_charges_and_uncharges_on_the_same_group_keeps_exact_totals)
 	storm_handler_bytes = 0;
 	storm_handler_errors = 0;
 	__atomic_store_n(&storm_handled, 0, __ATOMIC_RELAXED);
+	REQUIRE(sem_init(&storm_sem, 0, 0) == 0);
 	sa.sa_flags = SA_RESTART;
 	sigemptyset(&sa.sa_mask);
 	REQUIRE(sigaction(SIGUSR1, &sa, &old) == 0);
@@ -140,6 +155,7 @@ TEST(signal_storm_of_charges_and_uncharges_on_the_same_group_keeps_exact_totals)
 	__atomic_store_n(&s.stop, 1, __ATOMIC_RELEASE);
 	pthread_join(sender, NULL);
 	sigaction(SIGUSR1, &old, NULL);
+	sem_destroy(&storm_sem);
 	CHECK_EQ_LONG(bad, 0);
 	CHECK_EQ_LONG(storm_handler_errors, 0);
 	if (!CHECK(storm_handled >= want))

@@ -662,7 +662,7 @@ static void shape_add(double v[2], size_t points, double value)
 static void fixed_range(FILE *gp, const char *axis, const double v[2],
 			bool log)
 {
-	if (v[0] != v[1])
+	if (v[0] != v[1] || (log && v[0] <= 0))
 		return;
 	if (log)
 		fprintf(gp, "set %srange [%.17g:%.17g]\n", axis, v[0] / 2,
@@ -1021,7 +1021,8 @@ static void member_text(const struct json_value *obj, const char *key,
 
 /*
  * NAME.txt, what the index shows under the picture: title, caption, the
- * machine and the load of the run (plain text, a line each).
+ * machine and the load of the run (plain text, a line each; an empty line
+ * when the JSON does not say).
  */
 static void write_caption(struct output *o, const struct plot_spec *s,
 			  const char *name, const char *title)
@@ -1046,7 +1047,7 @@ static void write_caption(struct output *o, const struct plot_spec *s,
 		fprintf(f, "%s, %s possible CPUs (%s online), %s, rseq %s, %s\n",
 			cpu, possible, online, kernel, rseq, compiler);
 	else
-		fprintf(f, "machine not recorded\n");
+		fprintf(f, "\n");
 	if (is_number(l0) && l0->number >= 0 && is_number(l1) &&
 	    l1->number >= 0)
 		fprintf(f, "load average (1 min) %.2f at the start, %.2f at the end\n",
@@ -1055,7 +1056,7 @@ static void write_caption(struct output *o, const struct plot_spec *s,
 		fprintf(f, "load average (1 min) %.2f at the start\n",
 			l0->number);
 	else
-		fprintf(f, "load not recorded\n");
+		fprintf(f, "\n");
 	close_out(o, f, name, "txt");
 }
 
@@ -1251,13 +1252,16 @@ static void index_entry(FILE *html, FILE *md, const char *name,
 	html_text(html, title);
 	fprintf(html, ".</b> ");
 	html_text(html, cap[1]);
+	fprintf(html, "<br>\n");
 	if (cap[2][0]) {
-		fprintf(html, "<br>\nMeasured on ");
+		fprintf(html, "Measured on ");
 		html_text(html, cap[2]);
-		fprintf(html, "; ");
-		html_text(html, cap[3]);
-		fprintf(html, ".");
+	} else {
+		fprintf(html, "Machine not recorded");
 	}
+	fprintf(html, "; %s", cap[3][0] ? "" : "load not recorded");
+	html_text(html, cap[3]);
+	fprintf(html, ".");
 	fprintf(html,
 		"<br>\n<a href=\"%s.png\">PNG</a> &middot; <a href=\"%s.dat\">data</a>"
 		" &middot; <a href=\"%s.gp\">gnuplot script</a></figcaption>\n"
@@ -1269,13 +1273,16 @@ static void index_entry(FILE *html, FILE *md, const char *name,
 	md_text(md, title);
 	fprintf(md, "](%s.svg)\n\n", name);
 	md_text(md, cap[1]);
+	fprintf(md, "\n\n");
 	if (cap[2][0]) {
-		fprintf(md, "\n\nMeasured on ");
+		fprintf(md, "Measured on ");
 		md_text(md, cap[2]);
-		fprintf(md, "; ");
-		md_text(md, cap[3]);
-		fprintf(md, ".");
+	} else {
+		fprintf(md, "Machine not recorded");
 	}
+	fprintf(md, "; %s", cap[3][0] ? "" : "load not recorded");
+	md_text(md, cap[3]);
+	fprintf(md, ".");
 	fprintf(md, " [PNG](%s.png), [data](%s.dat), [script](%s.gp)\n\n",
 		name, name, name);
 }

@@ -365,8 +365,13 @@ ifeq ($(HTTP),yes)
 		tally_http.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/tally_http.pc
 endif
 
-# What install put there, with the same variables; directories that are
-# left empty are removed (never one that still holds something else).
+# What install put there, with the same variables, and the directories of
+# tally's own headers (include/tally and below) when left empty, deepest
+# first.  The directories it shares with others (bin, lib, lib/pkgconfig,
+# include) stay, even empty: they are the system's.  No error either way.
+UNINSTALL_DIRS := $(patsubst %/,%,$(dir \
+	$(PUBLIC_HEADERS:include/%=$(DESTDIR)$(INCLUDEDIR)/%))) \
+	$(DESTDIR)$(LIBDIR)/tally
 uninstall:
 	for h in $(PUBLIC_HEADERS:include/%=%); do \
 		rm -f $(DESTDIR)$(INCLUDEDIR)/$$h || exit 1; \
@@ -384,9 +389,11 @@ uninstall:
 		$(DESTDIR)$(LIBDIR)/$(HTTP_SONAME) \
 		$(DESTDIR)$(LIBDIR)/libtally_http.so \
 		$(DESTDIR)$(LIBDIR)/pkgconfig/tally_http.pc
-	-rmdir -p $(sort $(dir $(PUBLIC_HEADERS:include/%=$(DESTDIR)$(INCLUDEDIR)/%))) \
-		$(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(LIBDIR)/tally \
-		$(DESTDIR)$(BINDIR) 2>/dev/null
+	for d in $(shell printf '%s\n' $(UNINSTALL_DIRS) | sort -r -u); do \
+		if [ -d "$$d" ] && [ -z "$$(ls -A "$$d")" ]; then \
+			rmdir "$$d" || exit 1; \
+		fi; \
+	done
 
 clean:
 	rm -rf build

@@ -906,6 +906,7 @@ int tally_bench_charge(int argc, char **argv)
 	}
 	if (err)
 		fprintf(stderr, "tally: benchmark stopped\n");
+	bench_json_load_end(&r->json);
 	if (bench_json_close(&r->json))
 		err = -1;
 	free(cells);

@@ -843,6 +843,7 @@ int tally_bench_counter(int argc, char **argv)
 		err = bench_accuracy(r, p);
 	if (err)
 		fprintf(stderr, "tally: benchmark stopped\n");
+	bench_json_load_end(&r->json);
 	if (bench_json_close(&r->json))
 		err = -1;
 	free(r);

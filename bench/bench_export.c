@@ -465,6 +465,7 @@ int tally_bench_export(int argc, char **argv)
 	else if (measure(&r, out, &j))
 		err = -1;
 	teardown(&r);
+	bench_json_load_end(&j);
 	if (bench_json_close(&j))
 		err = -1;
 	return err ? 1 : 0;

@@ -523,6 +523,7 @@ int tally_bench_oom(int argc, char **argv)
 		report_memory(r);
 	if (err)
 		fprintf(stderr, "tally: benchmark stopped\n");
+	bench_json_load_end(&r->json);
 	if (bench_json_close(&r->json))
 		err = -1;
 	free(r->evict);

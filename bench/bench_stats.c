@@ -1614,7 +1614,7 @@ static int plan_readers_rows(struct run *r)
 		row->period_ms = r->periods_ms[overload ? 0 : p];
 		if (row->per_cpu > MAX_READERS / r->nr_cpus) {
 			fprintf(stderr,
-				"tally bench stats: %u readers per CPU on %u CPUs is more than %u threads\n",
+				"tally: bench stats: %u readers per CPU on %u CPUs is more than %u threads\n",
 				row->per_cpu, r->nr_cpus, MAX_READERS);
 			return -1;
 		}
@@ -1714,6 +1714,7 @@ int tally_bench_stats(int argc, char **argv)
 	for (unsigned int d = 0; d < NR_DESIGNS; d++)
 		tree_set_destroy(&r->big[d]);
 	fprintf(r->out, "(%.0f s)\n", (double)(bench_now_ns() - start) / 1e9);
+	bench_json_load_end(&r->json);
 	if (bench_json_close(&r->json))
 		err = -1;
 	free(r);

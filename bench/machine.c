@@ -95,6 +95,19 @@ void bench_machine_json(struct bench_json *w, const struct bench_machine *m)
 	bench_json_end(w);
 }
 
+void bench_json_load_end(struct bench_json *w)
+{
+	double load;
+
+	if (!w->f)
+		return;
+	while (w->depth > 1)
+		bench_json_end(w);
+	if (getloadavg(&load, 1) != 1)
+		load = -1;
+	bench_json_double(w, "loadavg_1min_end", load);
+}
+
 void bench_json_identity(struct bench_json *w, const char *name)
 {
 	bench_json_string(w, "benchmark", name);

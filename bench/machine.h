@@ -60,4 +60,14 @@ void bench_json_identity(struct bench_json *w, const char *name);
 /** bench_machine_json() - the "machine" object describing @m. */
 void bench_machine_json(struct bench_json *w, const struct bench_machine *m);
 
+/**
+ * bench_json_load_end() - the member "loadavg_1min_end": the 1-minute load
+ *	average when the benchmark ended ("machine" has it at the start), so
+ *	that a reader sees what else ran meanwhile.  Containers still open
+ *	inside the top-level object (a benchmark that stopped half way) are
+ *	closed first.
+ * @w: the writer.
+ */
+void bench_json_load_end(struct bench_json *w);
+
 #endif /* TALLY_BENCH_MACHINE_H */

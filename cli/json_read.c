@@ -19,6 +19,7 @@
 struct parser {
 	const char *start;
 	const char *p;
+	size_t len;
 	char *err;
 	size_t errlen;
 	bool failed;
@@ -33,8 +34,15 @@ static int fail(struct parser *ps, const char *fmt, ...)
 	if (ps->failed)
 		return -1;
 	ps->failed = true;
-	n = snprintf(ps->err, ps->errlen, "offset %zu: ",
+	n = snprintf(ps->err, ps->errlen, "at byte %zu: ",
 		     (size_t)(ps->p - ps->start));
+	/* The text is NUL-terminated: a NUL before its end stops it. */
+	if (!*ps->p && (size_t)(ps->p - ps->start) < ps->len) {
+		if (n >= 0 && (size_t)n < ps->errlen)
+			snprintf(ps->err + n, ps->errlen - (size_t)n,
+				 "a NUL byte");
+		return -1;
+	}
 	if (n >= 0 && (size_t)n < ps->errlen) {
 		va_start(ap, fmt);
 		vsnprintf(ps->err + n, ps->errlen - (size_t)n, fmt, ap);
@@ -99,6 +107,36 @@ static size_t put_utf8(char *o, unsigned int cp)
 	return 4;
 }
 
+/*
+ * The length of the UTF-8 character at @p (RFC 3629: no overlong form, no
+ * surrogate, nothing past U+10FFFF), or 0 when it is not one.
+ */
+static size_t utf8_char(const unsigned char *p)
+{
+	unsigned int cp;
+	size_t n;
+
+	if (p[0] < 0x80)
+		return 1;
+	if (p[0] >= 0xc2 && p[0] <= 0xdf)
+		n = 2, cp = p[0] & 0x1f;
+	else if (p[0] >= 0xe0 && p[0] <= 0xef)
+		n = 3, cp = p[0] & 0x0f;
+	else if (p[0] >= 0xf0 && p[0] <= 0xf4)
+		n = 4, cp = p[0] & 0x07;
+	else
+		return 0;
+	for (size_t i = 1; i < n; i++) {
+		if ((p[i] & 0xc0) != 0x80)
+			return 0;
+		cp = cp << 6 | (p[i] & 0x3f);
+	}
+	if ((n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) ||
+	    (cp >= 0xd800 && cp < 0xe000) || cp > 0x10ffff)
+		return 0;
+	return n;
+}
+
 /* A string starting at the opening quote; *out is malloc'ed. */
 static int parse_string(struct parser *ps, char **out)
 {
@@ -108,8 +146,10 @@ static int parse_string(struct parser *ps, char **out)
 	/* The decoded string is never longer than the text. */
 	while (*end && *end != '"')
 		end += *end == '\\' && end[1] ? 2 : 1;
-	if (!*end)
+	if (!*end) {
+		ps->p = end;
 		return fail(ps, "unterminated string");
+	}
 	s = o = malloc((size_t)(end - ps->p));
 	if (!s)
 		return fail(ps, "out of memory");
@@ -123,8 +163,15 @@ static int parse_string(struct parser *ps, char **out)
 			return fail(ps, "control character in string");
 		}
 		if (c != '\\') {
-			*o++ = (char)c;
-			ps->p++;
+			size_t n = utf8_char((const unsigned char *)ps->p);
+
+			if (!n) {
+				free(s);
+				return fail(ps, "not UTF-8");
+			}
+			memcpy(o, ps->p, n);
+			o += n;
+			ps->p += n;
 			continue;
 		}
 		ps->p++;
@@ -320,8 +367,11 @@ static int parse_value(struct parser *ps, struct json_value *v,
 		return parse_word(ps, "null");
 	case '\0':
 		return fail(ps, "unexpected end of input");
-	default:
+	case '-':
+	case '0' ... '9':
 		return parse_number(ps, v);
+	default:
+		return fail(ps, "unexpected character");
 	}
 }
 
@@ -345,17 +395,17 @@ void json_free(struct json_value *v)
 	free(v);
 }
 
-int json_parse(const char *text, struct json_value **out, char *err,
-	       size_t errlen)
+int json_parse(const char *text, size_t len, struct json_value **out,
+	       char *err, size_t errlen)
 {
-	struct parser ps = { text, text, err, errlen, false };
+	struct parser ps = { text, text, len, err, errlen, false };
 	struct json_value *v = calloc(1, sizeof(*v));
 
 	if (!v)
 		return snprintf(err, errlen, "out of memory"), -1;
 	if (!parse_value(&ps, v, 0)) {
 		skip_space(&ps);
-		if (!*ps.p) {
+		if ((size_t)(ps.p - text) == len) {
 			*out = v;
 			return 0;
 		}

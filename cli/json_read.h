@@ -6,8 +6,8 @@
  * json_read.h - a small JSON reader for `tally plot`: parses a whole
  * document (RFC 8259) into a tree of values.  Hostile input gets an error
  * message with its byte offset, never a crash: nesting is limited to
- * JSON_READ_DEPTH, strings must be valid escapes ("\uXXXX" pairs become
- * UTF-8), numbers follow the JSON grammar.
+ * JSON_READ_DEPTH, strings must be valid UTF-8 with valid escapes
+ * ("\uXXXX" pairs become UTF-8), numbers follow the JSON grammar.
  */
 
 #include <stdbool.h>
@@ -49,14 +49,15 @@ struct json_value {
 /**
  * json_parse() - parse a document.
  * @text: the document, NUL-terminated.
+ * @len: its length: a NUL byte before it is an error ("a NUL byte").
  * @out: set to the root value (free with json_free()).
- * @err: receives a message on failure ("offset 12: expected ':'").
+ * @err: receives a message on failure ("at byte 12: expected ':'").
  * @errlen: size of @err.
  *
  * Return: 0, or -1 for malformed input or no memory (@err says which).
  */
-int json_parse(const char *text, struct json_value **out, char *err,
-	       size_t errlen);
+int json_parse(const char *text, size_t len, struct json_value **out,
+	       char *err, size_t errlen);
 
 /** json_free() - free a tree from json_parse(); NULL is ignored. */
 void json_free(struct json_value *v);

@@ -116,6 +116,8 @@ static int dispatch(const char *prefix, const struct command *table,
 	bool asks_help = argc > 2 && !strcmp(argv[1], "help");
 
 	if (argc < 2) {
+		fprintf(stderr, "tally: %s%sno command given\n",
+			context(prefix), *context(prefix) ? ": " : "");
 		usage(stderr, prefix, table);
 		return CLI_EXIT_USAGE;
 	}

@@ -75,6 +75,16 @@ done
 
 run frobnicate
 expect_error cli_unknown_command_is_a_usage_error 2
+run
+expect_error cli_no_command_is_a_usage_error 2
+run bench
+expect_error cli_bench_without_a_benchmark_is_a_usage_error 2
+run plot --frobnicate
+expect_error cli_plot_unknown_option_is_a_usage_error 2
+run plot
+expect_error cli_plot_without_a_file_is_a_usage_error 2
+run bench stats --overload-per-cpu 100000 --only readers
+expect_error cli_bench_stats_refuses_more_readers_than_threads 2
 run bench frobnicate
 expect_error cli_unknown_benchmark_is_a_usage_error 2
 run version extra

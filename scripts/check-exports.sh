@@ -13,7 +13,8 @@
 #   - `make install` into a staging DESTDIR lays out the libraries, their
 #     symlinks, the headers, tally.pc, tally_http.pc and the tool; LIBDIR
 #     moves the libraries and the .pc files follow; `make uninstall`
-#     removes every file;
+#     removes every file and tally's header directories, without an
+#     error message;
 #   - every example compiles (-std=c11 -Wall -Wextra -Werror) from the
 #     installed headers with `pkg-config --cflags --libs tally` (tally_http
 #     for examples/http_*.c), links against the installed libtally.so.0
@@ -216,11 +217,29 @@ else
 	find "$dest2" >> "$why" 2>&1
 	fail install_honours_libdir "$why"
 fi
-if mk uninstall && [ -z "$(find "$dest2" ! -type d 2>/dev/null)" ]; then
-	pass uninstall_removes_every_installed_file
+# Something else in the prefix: uninstall leaves it, and its directory;
+# it removes every file it installed and the directories of tally's
+# headers, says no error (make prints "Error 1 (ignored)" even for an
+# ignored one), and leaves the shared directories.
+echo other > "$dest2$prefix/bin/other"
+env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make --no-print-directory uninstall \
+	BUILD="$build" DESTDIR="$dest2" PREFIX="$prefix" LIBDIR="$prefix/lib64" \
+	> "$why" 2>&1
+rc=$?
+if [ $rc -eq 0 ] && ! grep -q 'Error\|ignored\|rmdir: ' "$why" &&
+   [ "$(find "$dest2" ! -type d 2>/dev/null)" = "$dest2$prefix/bin/other" ]
+then
+	pass uninstall_removes_every_installed_file_without_an_error
 else
-	find "$dest2" ! -type d >> "$why" 2>&1
-	fail uninstall_removes_every_installed_file "$why"
+	{ echo "exit $rc"; find "$dest2" ! -type d; } >> "$why" 2>&1
+	fail uninstall_removes_every_installed_file_without_an_error "$why"
+fi
+if [ ! -e "$dest2$prefix/include/tally" ] && [ -d "$dest2$prefix/include" ] &&
+   [ -d "$dest2$prefix/lib64/pkgconfig" ] && [ -d "$dest2$prefix/bin" ]; then
+	pass uninstall_removes_its_own_directories_only
+else
+	find "$dest2" > "$why" 2>&1
+	fail uninstall_removes_its_own_directories_only "$why"
 fi
 
 # pkg-config as a user runs it, pointed at the staged tree only.

@@ -124,6 +124,16 @@ long harness_scale(long n);
 /* Seconds on the monotonic clock. */
 double harness_now(void);
 
+/*
+ * Seconds a test waits for progress before it counts as hung.  No test
+ * asserts on wall time or on a rate: a test that needs events to happen
+ * (signals handled, refusals, reads racing a destroy) runs until they did,
+ * and fails only when they did not within this long, so that a loaded
+ * machine makes it slower, never red.  Waits of tally's own (an OOM
+ * policy's timeout) that another thread must end are as long as allowed.
+ */
+#define HARNESS_HANG_S 120
+
 /* A small fast generator (splitmix64); one per thread. */
 struct rng {
 	uint64_t state;

@@ -994,26 +994,39 @@ TEST(refused_charges_count_one_max_and_one_oom_event_on_the_level_hit)
 	tally_memcg_tree_destroy(t);
 }
 
+/*
+ * Uncharge @bytes from @g after @delay_us, and, with @after_oom, only
+ * once @g counted an oom event: the charge that hit its max is then in
+ * its policy, however late a loaded machine ran either thread.
+ */
 struct delayed_uncharge {
 	struct tally_memcg *g;
 	long bytes;
 	long delay_us;
+	bool after_oom;
 };
 
 static void *delayed_uncharge_main(void *arg)
 {
 	struct delayed_uncharge *du = arg;
+	double end = harness_now() + HARNESS_HANG_S;
 
 	usleep((useconds_t)du->delay_us);
+	while (du->after_oom && harness_now() < end &&
+	       util_memcg_event(du->g, TALLY_MEMCG_EVENT_OOM, true) < 1)
+		usleep(1000);
 	CHECK_EQ_LONG(tally_memcg_uncharge(du->g, du->bytes), 0);
 	return NULL;
 }
+
+/* The longest wait a policy may have: as long as another thread may take. */
+#define LONGEST_WAIT_NS 60000000000l
 
 TEST(oom_wait_succeeds_when_another_thread_uncharges_and_is_bounded)
 {
 	struct tally_memcg_tree *t = exact_tree();
 	struct tally_memcg_oom_policy pol = {
-		.mode = TALLY_MEMCG_OOM_WAIT, .timeout_ns = 3000000000l,
+		.mode = TALLY_MEMCG_OOM_WAIT, .timeout_ns = LONGEST_WAIT_NS,
 	};
 	struct delayed_uncharge du;
 	struct tally_memcg *g;
@@ -1026,25 +1039,27 @@ TEST(oom_wait_succeeds_when_another_thread_uncharges_and_is_bounded)
 	REQUIRE(set_limit(g, TALLY_MEMCG_MAX, 64 * KB));
 	REQUIRE(tally_memcg_set_oom_policy(g, &pol) == 0);
 	REQUIRE(tally_memcg_charge(g, 64 * KB, 0) == 0);
-	du = (struct delayed_uncharge){ g, 16 * KB, 100000 };
+	/*
+	 * The group is full: the charge can only succeed with the room of
+	 * the uncharge, which comes after its oom event (it waited).
+	 */
+	du = (struct delayed_uncharge){ g, 16 * KB, 0, true };
 	REQUIRE(pthread_create(&th, NULL, delayed_uncharge_main, &du) == 0);
-	t0 = harness_now();
 	CHECK_EQ_LONG(tally_memcg_charge(g, 8 * KB, 0), 0);
-	dt = harness_now() - t0;
 	pthread_join(th, NULL);
-	CHECK(dt >= 0.09);	/* it did wait for the uncharge */
-	if (!CHECK(dt < 3.0))
-		harness_log("waited %.3f s for an uncharge at 0.1 s", dt);
 	CHECK_EQ_LONG(drained(g), 56 * KB);
 	CHECK_EQ_LONG(util_memcg_event(g, TALLY_MEMCG_EVENT_OOM, true), 1);
 
-	/* Nobody uncharges: it fails after the timeout, not long after. */
+	/*
+	 * Nobody uncharges: it fails once the timeout passed (how long after
+	 * depends on the machine's load: only a hang is an error).
+	 */
 	pol.timeout_ns = 200000000l;
 	REQUIRE(tally_memcg_set_oom_policy(g, &pol) == 0);
 	t0 = harness_now();
 	CHECK_EQ_LONG(tally_memcg_charge(g, 16 * KB, 0), -ENOMEM);
 	dt = harness_now() - t0;
-	if (!CHECK(dt >= 0.19 && dt < 5.0))
+	if (!CHECK(dt >= 0.19 && dt < HARNESS_HANG_S))
 		harness_log("waited %.3f s with a 0.2 s timeout", dt);
 	CHECK_EQ_LONG(util_memcg_event(g, TALLY_MEMCG_EVENT_OOM, true), 2);
 	CHECK_EQ_LONG(drained(g), 56 * KB);
@@ -1174,7 +1189,7 @@ TEST(oom_kill_reports_the_worst_task_of_the_subtree_and_counts_oom_kill)
 		double t0 = harness_now();
 
 		CHECK_EQ_LONG(tally_memcg_charge(a, 100 * KB, 0), -ENOMEM);
-		CHECK(harness_now() - t0 < 5.0);
+		CHECK(harness_now() - t0 < HARNESS_HANG_S);
 	}
 	CHECK_EQ_LONG(log.nr, 2);	/* ot[2], ot[3] are never chosen */
 	CHECK_EQ_LONG(drained(p), 240 * KB);
@@ -1614,7 +1629,7 @@ TEST(fork_child_charges_drains_and_destroys_an_inherited_tree)
 		if (pid == 0) {
 			struct tally_memcg *mine;
 
-			alarm(20);	/* a deadlock fails the test */
+			alarm(HARNESS_HANG_S);	/* a deadlock fails the test */
 			mine = util_memcg_group(tally_memcg_root(t), "child");
 			if (mine) {
 				CHECK(set_limit(mine, TALLY_MEMCG_MAX, 64 * KB));
@@ -1770,7 +1785,7 @@ TEST(the_oom_policy_of_the_level_whose_max_was_hit_is_the_one_run)
 {
 	struct tally_memcg_tree *t = exact_tree();
 	struct tally_memcg_oom_policy wait = {
-		.mode = TALLY_MEMCG_OOM_WAIT, .timeout_ns = 3000000000l,
+		.mode = TALLY_MEMCG_OOM_WAIT, .timeout_ns = LONGEST_WAIT_NS,
 	};
 	struct tally_memcg *p, *c;
 	double t0;
@@ -1779,10 +1794,13 @@ TEST(the_oom_policy_of_the_level_whose_max_was_hit_is_the_one_run)
 	REQUIRE(set_limit(p, TALLY_MEMCG_MAX, 64 * KB));
 	REQUIRE(tally_memcg_set_oom_policy(c, &wait) == 0);
 	REQUIRE(tally_memcg_charge(c, 60 * KB, 0) == 0);
-	/* p's max is hit: p's policy (FAIL) runs, c's wait does not. */
+	/*
+	 * p's max is hit: p's policy (FAIL) runs, c's wait does not (it
+	 * would take 60 s, more than any load makes of the failure).
+	 */
 	t0 = harness_now();
 	CHECK_EQ_LONG(tally_memcg_charge(c, 8 * KB, 0), -ENOMEM);
-	CHECK(harness_now() - t0 < 1.5);
+	CHECK(harness_now() - t0 < LONGEST_WAIT_NS / 2e9);
 	CHECK_EQ_LONG(util_memcg_event(p, TALLY_MEMCG_EVENT_OOM, true), 1);
 	CHECK_EQ_LONG(util_memcg_event(c, TALLY_MEMCG_EVENT_OOM, true), 0);
 	/* c's own max hit: c waits, and gives up after its timeout. */
@@ -1871,7 +1889,7 @@ static void late_kill_fn(struct tally_memcg *oom_group,
 		lk->log.victims[lk->log.nr++] = victim;
 	if (lk->started)
 		return;
-	lk->du = (struct delayed_uncharge){ ot->g, ot->charged, 50000 };
+	lk->du = (struct delayed_uncharge){ ot->g, ot->charged, 50000, false };
 	ot->charged = 0;
 	lk->started = pthread_create(&lk->th, NULL, delayed_uncharge_main,
 				     &lk->du) == 0;
@@ -1883,7 +1901,7 @@ TEST(oom_kill_waits_for_the_victims_memory_and_picks_among_many_tasks)
 	struct tally_memcg_tree *t = exact_tree();
 	struct late_kill lk = { .started = false };
 	struct tally_memcg_oom_policy pol = {
-		.mode = TALLY_MEMCG_OOM_KILL, .timeout_ns = 3000000000l,
+		.mode = TALLY_MEMCG_OOM_KILL, .timeout_ns = LONGEST_WAIT_NS,
 		.kill = late_kill_fn, .arg = &lk,
 	};
 	struct oom_task *ot = calloc(TASKS, sizeof(*ot));
@@ -1912,7 +1930,7 @@ TEST(oom_kill_waits_for_the_victims_memory_and_picks_among_many_tasks)
 	dt = harness_now() - t0;
 	REQUIRE(CHECK_EQ_LONG(lk.log.nr, 1));
 	CHECK(lk.log.victims[0] == &ot[137].task);
-	CHECK(dt >= 0.045 && dt < 3.0);	/* it waited for the uncharge */
+	CHECK(dt >= 0.045);	/* it waited for the uncharge */
 	if (lk.started)
 		pthread_join(lk.th, NULL);
 	CHECK_EQ_LONG(util_memcg_event(kids[137 % 3],
@@ -1958,7 +1976,7 @@ static void kill_callback_calls_tally(void)
 	struct tally_memcg *p, *q;
 	struct oom_task ot;
 
-	alarm(10);	/* sooner than the 30 s of the child's runner */
+	alarm(HARNESS_HANG_S);	/* a deadlock fails the test */
 	REQUIRE(t);
 	p = util_memcg_group(tally_memcg_root(t), "p");
 	q = p ? util_memcg_group(p, "query") : NULL;
@@ -2019,7 +2037,7 @@ static void reclaim_callback_calls_tally(void)
 	struct busy_reclaim br = { 0 };
 	struct tally_memcg *g;
 
-	alarm(10);
+	alarm(HARNESS_HANG_S);	/* a deadlock fails the test */
 	REQUIRE(t);
 	g = util_memcg_group(tally_memcg_root(t), "g");
 	br.other = util_memcg_group(tally_memcg_root(t), "other");

@@ -871,10 +871,10 @@ static void *con_toggler_main(void *arg)
 					    con_toggled_low);
 		if (!ret) {
 			con_publish_bound(run, con_toggled_low);
-			run->lowered++;
+			__atomic_add_fetch(&run->lowered, 1, __ATOMIC_RELAXED);
 			con_watch_lowered(run);
 		} else if (ret == -EBUSY) {
-			run->busy++;
+			__atomic_add_fetch(&run->busy, 1, __ATOMIC_RELAXED);
 			if ((long)(before & CLAIM_MASK) <= g->threshold &&
 			    __atomic_load_n(&g->claim, __ATOMIC_SEQ_CST) >> 32 ==
 			    before >> 32 && ++run->false_busy <= 5)
@@ -941,6 +941,24 @@ static void *con_checker_main(void *arg)
 	return NULL;
 }
 
+/*
+ * Has the run done what its checks below need: signals handled, charges
+ * refused and refilled, and, with @toggle, lowerings that held and
+ * refused?  However long a loaded machine takes, up to a hang.
+ */
+static bool con_progressed(struct con_run *run, bool toggle)
+{
+	struct tally_memcg_info info;
+
+	if (tally_memcg_tree_info(run->t, &info))
+		return true;	/* the checks after the run say what failed */
+	return __atomic_load_n(&run->handled, __ATOMIC_RELAXED) > 0 &&
+	       info.refusals > 0 && info.refills >= 1 &&
+	       (!toggle ||
+		(__atomic_load_n(&run->lowered, __ATOMIC_RELAXED) > 0 &&
+		 __atomic_load_n(&run->busy, __ATOMIC_RELAXED) > 0));
+}
+
 static void run_concurrent(unsigned int nr_cpus, long batch, uint64_t stream,
 			   bool toggle)
 {
@@ -983,7 +1001,7 @@ static void run_concurrent(unsigned int nr_cpus, long batch, uint64_t stream,
 	sigemptyset(&sa.sa_mask);
 	__atomic_store_n(&con_signal_run, run, __ATOMIC_RELEASE);
 	REQUIRE(sigaction(SIGUSR1, &sa, &old_sa) == 0);
-	alarm(300);	/* a hang fails the run */
+	alarm(2 * HARNESS_HANG_S + 60);	/* a hang fails the run */
 	for (int i = 0; i < CON_THREADS; i++) {
 		run->w[i].run = run;
 		run->w[i].stream = stream * 100 + (uint64_t)i;
@@ -996,6 +1014,9 @@ static void run_concurrent(unsigned int nr_cpus, long batch, uint64_t stream,
 		REQUIRE(pthread_create(&toggler, NULL, con_toggler_main, run)
 			== 0);
 	usleep((useconds_t)harness_scale(700000));
+	for (double end = harness_now() + HARNESS_HANG_S;
+	     !con_progressed(run, toggle) && harness_now() < end;)
+		usleep(10000);
 	__atomic_store_n(&run->stop_signals, 1, __ATOMIC_RELAXED);
 	pthread_join(signaller, NULL);
 	__atomic_store_n(&run->stop, 1, __ATOMIC_RELAXED);
@@ -1155,15 +1176,21 @@ static void run_destroy_in_flight(unsigned int nr_cpus, long rounds,
 	struct tally_memcg_tree *t = tree_on(d, 1024);
 	struct cd_worker w[CD_THREADS];
 	struct tally_memcg *p;
-	long over_high = 0, charged = 0, high, round, failed = 0;
+	long over_high = 0, charged = 0, high, round = 0, failed = 0;
 	struct tally_memcg_info info;
 
 	REQUIRE(t);
 	REQUIRE(tally_memcg_create(tally_memcg_root(t), "p", &p) == 0);
 	REQUIRE(tally_memcg_set_limit(p, TALLY_MEMCG_MAX, MB) == 0);
 	memset(w, 0, sizeof(w));
-	alarm(300);
-	for (round = 0; round < rounds && failed < 3; round++) {
+	alarm(2 * HARNESS_HANG_S + 60);
+	/*
+	 * @rounds, and more until a charge returned OVER_HIGH: the threads
+	 * may not get to run in a round's pause on a loaded machine.
+	 */
+	for (double end = harness_now() + HARNESS_HANG_S;
+	     (round < rounds || (!over_high && harness_now() < end)) &&
+	     failed < 3; round++) {
 		struct tally_memcg *x;
 		int stop = 0;
 		long held = 0;
@@ -1446,7 +1473,9 @@ TEST(lowered_max_holds_against_charges_in_flight)
 	REQUIRE(tally_memcg_set_limit(run.g, TALLY_MEMCG_MAX, high) == 0);
 	for (int i = 0; i < LM_THREADS; i++)
 		REQUIRE(pthread_create(&th[i], NULL, lm_worker_main, &run) == 0);
-	while (harness_now() < end) {
+	/* A second, and on until a lowering held (a loaded machine). */
+	while (harness_now() < end ||
+	       (!lowered && harness_now() < end + HARNESS_HANG_S)) {
 		tries++;
 		if (tally_memcg_set_limit(run.g, TALLY_MEMCG_MAX, low) == 0) {
 			lowered++;
@@ -1526,6 +1555,11 @@ static void run_reads_during_destroys(unsigned int nr_cpus, long rounds)
 	for (int i = 0; i < 2; i++)
 		REQUIRE(pthread_create(&th[i], NULL, walk_reader_main, &run)
 			== 0);
+	/* The readers run before the destroys begin, however loaded. */
+	for (double end = harness_now() + HARNESS_HANG_S;
+	     !__atomic_load_n(&run.reads, __ATOMIC_RELAXED) &&
+	     harness_now() < end;)
+		usleep(1000);
 	for (long k = 0; k < rounds; k++) {
 		struct tally_memcg *g;
 		char name[32];

@@ -21,7 +21,7 @@
 #include "util.h"
 
 /* Seconds a forked child may take before its alarm fails the test. */
-#define CHILD_TIMEOUT 30
+#define CHILD_TIMEOUT HARNESS_HANG_S
 
 struct churn {
 	struct tally_domain *sim;

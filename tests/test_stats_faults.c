@@ -186,7 +186,7 @@ static void fresh_run(long reads, void (*midway)(void))
 	if (midway) {
 		midway();
 		fresh_wait_reads(f, reads);
-		fresh_wait_fenced(f, 10);
+		fresh_wait_fenced(f, HARNESS_HANG_S);
 	}
 	__atomic_store_n(&f->stop, 1, __ATOMIC_RELAXED);
 	for (int i = 0; i < NR_WRITERS; i++)
@@ -470,6 +470,7 @@ static double thread_cpu_seconds(void)
 struct push_run {
 	struct tally_stats_group *g;
 	bool simulated;
+	int started;		/* the reader took its start times */
 	int released;
 	long value;
 	bool released_before_return;
@@ -492,6 +493,7 @@ static void *waiting_reader(void *arg)
 	struct push_run *p = arg;
 	double wall = harness_now(), cpu = thread_cpu_seconds();
 
+	__atomic_store_n(&p->started, 1, __ATOMIC_RELEASE);
 	p->value = -1;
 	tally_stats_read(tally_stats_group_parent(p->g), 0, TALLY_FLUSH_FORCE,
 			 &p->value, NULL);
@@ -503,10 +505,10 @@ static void *waiting_reader(void *arg)
 }
 
 /*
- * An updater stops for half a second between claiming its group and
- * pushing it.  A forced read meanwhile must wait for the push without
- * burning its CPU (it sleeps on a futex after a short spin), then return
- * the update.
+ * An updater stops between claiming its group and pushing it, for half a
+ * second after a forced reader started (however late a loaded machine
+ * starts it).  The read must wait for the push without burning its CPU
+ * (it sleeps on a futex after a short spin), then return the update.
  */
 static void push_wait_run(struct tally_domain *d)
 {
@@ -523,13 +525,17 @@ static void push_wait_run(struct tally_domain *d)
 	blocker_init(&b);
 	tally_inject_set(TALLY_INJECT_STATS_IN_PUSH, block_once, &b);
 	start(&up, blocked_updater, &p);
-	if (!CHECK(blocker_wait(&b, 60))) {
+	if (!CHECK(blocker_wait(&b, HARNESS_HANG_S))) {
 		harness_log("the update never reached its push");
 		tally_inject_set(TALLY_INJECT_STATS_IN_PUSH, NULL, NULL);
 		pthread_join(up, NULL);
 		goto out;
 	}
 	start(&rd, waiting_reader, &p);
+	for (double end = harness_now() + HARNESS_HANG_S;
+	     !__atomic_load_n(&p.started, __ATOMIC_ACQUIRE) &&
+	     harness_now() < end;)
+		usleep(1000);
 	usleep(500000);
 	__atomic_store_n(&p.released, 1, __ATOMIC_RELEASE);
 	sem_post(&b.release);
@@ -600,7 +606,7 @@ TEST(linux61_periodic_tick_that_skips_the_flush_returns_0)
 	blocker_init(&b);
 	tally_inject_set(TALLY_INJECT_FLUSH_BETWEEN_PASSES, block_once, &b);
 	start(&th, flusher, root);
-	if (CHECK(blocker_wait(&b, 60))) {
+	if (CHECK(blocker_wait(&b, HARNESS_HANG_S))) {
 		__atomic_store_n(&clk.now, clk.now + 10 * PERIOD,
 				 __ATOMIC_RELAXED);
 		skipped = util_stats_info(t).skipped;
@@ -667,13 +673,13 @@ TEST(create_under_a_parent_being_destroyed_is_einval)
 	blocker_init(&b);
 	tally_inject_set(TALLY_INJECT_FLUSH_BETWEEN_PASSES, block_once, &b);
 	start(&dth, destroyer, &d);
-	if (!CHECK(blocker_wait(&b, 60))) {
+	if (!CHECK(blocker_wait(&b, HARNESS_HANG_S))) {
 		harness_log("the destroy never flushed the group");
 		goto join;
 	}
 	start(&cth, creator, &c);
 	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_sec += 30;
+	until.tv_sec += HARNESS_HANG_S;
 	created = !sem_timedwait(&c.done, &until);
 	if (!CHECK(created))
 		harness_log("the create waited for the destroy");
@@ -751,7 +757,7 @@ TEST(reader_takes_over_a_flush_whose_flusher_is_stopped)
 	blocker_init(&b);
 	tally_inject_set(TALLY_INJECT_FLUSH_BETWEEN_PASSES, block_once, &b);
 	start(&th1, forced_reader, &first);
-	if (!CHECK(blocker_wait(&b, 60))) {
+	if (!CHECK(blocker_wait(&b, HARNESS_HANG_S))) {
 		harness_log("the first read never flushed");
 		sem_post(&b.release);
 		pthread_join(th1, NULL);
@@ -759,7 +765,7 @@ TEST(reader_takes_over_a_flush_whose_flusher_is_stopped)
 	}
 	tally_stats_mod(first.g, 0, 2);
 	start(&th2, forced_reader, &second);
-	if (!CHECK(returned_within(&second, 10)))
+	if (!CHECK(returned_within(&second, HARNESS_HANG_S)))
 		harness_log("the second reader waited for the stopped flush");
 	CHECK(!__atomic_load_n(&first.returned, __ATOMIC_ACQUIRE));
 	sem_post(&b.release);

@@ -35,7 +35,7 @@ static const struct tally_stat_desc schema[] = {
 #define NS ((unsigned int)ARRAY_SIZE(schema))
 
 #define NR_LEAVES 8
-#define CHILD_TIMEOUT 30	/* seconds before a child counts as hung */
+#define CHILD_TIMEOUT HARNESS_HANG_S	/* seconds before a child hangs */
 
 /* A tree with NR_LEAVES leaves under "svc", on @nr_cpus simulated CPUs. */
 struct load_tree {
@@ -255,10 +255,21 @@ static void child_uses_tree(struct load_tree *lt, long in_flight)
 	CHECK_EQ_LONG(tally_stats_periodic_stop(lt->t), 0);
 }
 
+/* Has every worker done some work (between forks: they run only then)? */
+static bool all_worked(struct worker *w, unsigned int nr_workers)
+{
+	for (unsigned int i = 0; i < nr_workers; i++)
+		if (!__atomic_load_n(&w[i].ops, __ATOMIC_RELAXED))
+			return false;
+	return true;
+}
+
 /*
  * Run @nr_work[k] threads of each kind of work on @nr_trees trees (the
  * second on 16 simulated CPUs), with the periodic flusher (period
- * @period_ns) when @periodic, and fork harness_scale(@forks) times.
+ * @period_ns) when @periodic, and fork harness_scale(@forks) times, and
+ * more until every worker did some work (a loaded machine may not run
+ * one in the pauses between the first forks), up to a hang.
  */
 static void fork_under_load(const unsigned int nr_work[NR_WORK],
 			    unsigned int nr_trees, bool periodic,
@@ -293,7 +304,10 @@ static void fork_under_load(const unsigned int nr_work[NR_WORK],
 			nr_workers++;
 		}
 	forks = harness_scale(forks);
-	for (; done < forks && !harness_test_failed(); done++) {
+	for (double end = harness_now() + HARNESS_HANG_S;
+	     (done < forks || (!all_worked(w, nr_workers) &&
+			       harness_now() < end)) &&
+	     !harness_test_failed(); done++) {
 		pid_t pid;
 		int status;
 

@@ -166,7 +166,7 @@ static void watchdog_start(struct watchdog *w, double run_secs,
 	pthread_mutex_init(&w->lock, NULL);
 	pthread_cond_init(&w->cond, NULL);
 	w->done = false;
-	w->limit = 60 + 20 * run_secs;
+	w->limit = 2 * HARNESS_HANG_S + 20 * run_secs;
 	w->what = what;
 	start(&w->th, watchdog_main, w);
 }
@@ -183,19 +183,17 @@ static void watchdog_stop(struct watchdog *w)
 }
 
 /*
- * Let a run go on for @secs, and then until the counters reach their
- * minimum (on a loaded machine threads may have had little time), for at
- * most 30 s more.
+ * Let a run go on for @secs, and then until @done(@arg) says its threads
+ * did what its checks need (on a loaded machine they may have had little
+ * time), up to a hang.
  */
-static void run_for(double secs, const unsigned long *a, unsigned long min_a,
-		    const unsigned long *b, unsigned long min_b)
+static void run_for(double secs, bool (*done)(void *arg), void *arg)
 {
-	double end = harness_now() + 30;
+	double end;
 
 	usleep((useconds_t)(secs * 1e6));
-	while (harness_now() < end &&
-	       (__atomic_load_n(a, __ATOMIC_RELAXED) < min_a ||
-		(b && __atomic_load_n(b, __ATOMIC_RELAXED) < min_b)))
+	end = harness_now() + HARNESS_HANG_S;
+	while (harness_now() < end && !done(arg))
 		usleep(1000);
 }
 
@@ -314,6 +312,15 @@ static void *fresh_reader(void *p)
 	return NULL;
 }
 
+/* What run_fresh() checks: 50 forced reads among 1000 updates. */
+static bool fresh_done(void *arg)
+{
+	struct fresh *f = arg;
+
+	return __atomic_load_n(&f->live_reads, __ATOMIC_RELAXED) >= 50 &&
+	       published(f) > 1000;
+}
+
 static void run_fresh(enum tally_stats_design design, unsigned int nr_cpus,
 		      bool snapshot, double secs)
 {
@@ -360,7 +367,7 @@ static void run_fresh(enum tally_stats_design design, unsigned int nr_cpus,
 		ra[i] = (struct fresh_arg){ f, i };
 		start(&rth[i], fresh_reader, &ra[i]);
 	}
-	run_for(secs, &f->live_reads, 50, NULL, 0);
+	run_for(secs, fresh_done, f);
 	__atomic_store_n(&f->stop, 1, __ATOMIC_RELAXED);
 	for (int i = 0; i < NR_FRESH_WRITERS; i++)
 		pthread_join(f->w[i].th, NULL);
@@ -431,6 +438,8 @@ struct share {
 	int stop;
 	long reads_per_reader;
 	double deadline;		/* after 5 reads, stop at this time */
+	double hang;			/* ... or this one, none shared yet */
+	uint64_t shared_before;		/* shared waits before the run */
 	long reads;			/* done, atomic */
 	long totals[2][6][NS];	/* per writer: g, kids, other */
 };
@@ -462,6 +471,15 @@ static void *share_writer(void *p)
 	return NULL;
 }
 
+/* Did a reader wait for another's flush since the run began? */
+static bool shared(struct share *s)
+{
+	struct tally_stats_info info;
+
+	return tally_stats_tree_info(s->tr.t, &info) ||
+	       info.shared_waits > s->shared_before;
+}
+
 static void *share_reader(void *p)
 {
 	struct share_arg *a = p;
@@ -469,8 +487,14 @@ static void *share_reader(void *p)
 
 	long i;
 
-	for (i = 0; i < s->reads_per_reader &&
-		    (i < 5 || harness_now() < s->deadline); i++) {
+	/*
+	 * At least 5 reads, up to reads_per_reader until the deadline, and
+	 * on until a reader waited for another's flush: on a loaded machine
+	 * the readers may not overlap before the deadline.
+	 */
+	for (i = 0; i < 5 || (i < s->reads_per_reader &&
+			      harness_now() < s->deadline) ||
+		    (!shared(s) && harness_now() < s->hang); i++) {
 		long v;
 
 		CHECK_EQ_LONG(tally_stats_read(s->g, (unsigned int)(i % NS),
@@ -508,8 +532,10 @@ TEST(concurrent_forced_reads_share_flushes)
 						       : harness_scale(200);
 	s->deadline = harness_now() +
 		      (seconds(0.5) < 0.2 ? 0.2 : seconds(0.5));
+	s->hang = s->deadline + HARNESS_HANG_S;
 	before.flushes = 0;
 	CHECK_EQ_LONG(tally_stats_tree_info(s->tr.t, &before), 0);
+	s->shared_before = before.shared_waits;
 	watchdog_start(&wd, 1, "shared flushes");
 	for (int i = 0; i < 2; i++) {
 		wa[i] = (struct share_arg){ s, i };
@@ -774,6 +800,17 @@ static bool below(const struct stress *s, int top, int i)
 	return false;
 }
 
+/* What run_stress() checks: reads of every reader, churned groups. */
+static bool stress_done(void *arg)
+{
+	struct stress *s = arg;
+
+	return __atomic_load_n(&s->live_reads, __ATOMIC_RELAXED) >=
+		       10 * NR_READERS &&
+	       __atomic_load_n(&s->live_churned, __ATOMIC_RELAXED) >=
+		       3 * NR_CHURNERS;
+}
+
 static void run_stress(enum tally_stats_design design, unsigned int nr_cpus,
 		       unsigned long batch, double secs)
 {
@@ -828,8 +865,7 @@ static void run_stress(enum tally_stats_design design, unsigned int nr_cpus,
 		ca[i] = (struct stress_arg){ s, i };
 		start(&cth[i], stress_churner, &ca[i]);
 	}
-	run_for(secs, &s->live_reads, 10 * NR_READERS, &s->live_churned,
-		3 * NR_CHURNERS);
+	run_for(secs, stress_done, s);
 	__atomic_store_n(&s->stop, 1, __ATOMIC_RELAXED);
 	for (int i = 0; i < NR_WRITERS; i++)
 		pthread_join(wth[i], NULL);
@@ -1062,7 +1098,7 @@ TEST(fork_during_updates_leaves_child_flushes_working)
 			struct tally_stats_group *mine;
 			long before, after;
 
-			alarm(20);	/* a hang fails the test */
+			alarm(HARNESS_HANG_S);	/* a hang fails the test */
 			CHECK_EQ_LONG(tally_stats_read(tally_stats_root(t), 0,
 						       TALLY_FLUSH_FORCE,
 						       &before, NULL), 0);
@@ -1180,7 +1216,7 @@ TEST(updates_from_signal_handlers_are_counted_exactly)
 	/* Flushes make the group idle again: the next update claims it. */
 	while (harness_now() < end ||
 	       (!__atomic_load_n(&s.handled, __ATOMIC_RELAXED) &&
-		harness_now() < end + 60))
+		harness_now() < end + HARNESS_HANG_S))
 		tally_stats_flush(s.g);
 	__atomic_store_n(&s.stop_signals, 1, __ATOMIC_RELAXED);
 	pthread_join(signaller, NULL);

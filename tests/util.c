@@ -263,7 +263,7 @@ int util_run_capturing_stderr(void (*fn)(void), char *text, size_t len)
 	if (pid == 0) {
 		close(fds[0]);
 		dup2(fds[1], STDERR_FILENO);
-		alarm(30);
+		alarm(HARNESS_HANG_S);	/* a hang fails the test */
 		fn();
 		harness_child_exit();
 	}

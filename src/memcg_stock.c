@@ -323,8 +323,13 @@ static void drain_atomic(struct tally_memcg_tree *t, struct tally_memcg *h)
 		struct memcg_slot *slots = memcg_cpu_slots(t->stocks, cpu);
 
 		for (int i = 0; i < MEMCG_SLOTS; i++) {
-			slot_word w = slot_load(&slots[i]);
+			uintptr_t key = LOAD(&slots[i].group);
+			slot_word w;
 
+			/* A plain look first: most slots hold other groups. */
+			if (!key || !in_subtree((struct tally_memcg *)key, h))
+				continue;
+			w = slot_load(&slots[i]);
 			while (slot_group(w) &&
 			       in_subtree((struct tally_memcg *)slot_group(w), h))
 				if (slot_cas(&slots[i], w, 0)) {

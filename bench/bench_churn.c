@@ -54,21 +54,6 @@ struct job {
 	unsigned int nr;
 };
 
-static long rss_kib(void)
-{
-	FILE *f = fopen("/proc/self/status", "r");
-	char line[256];
-	long kib = -1;
-
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f))
-		if (!strncmp(line, "VmRSS:", 6))
-			kib = strtol(line + 6, NULL, 10);
-	fclose(f);
-	return kib;
-}
-
 static long open_fds(void)
 {
 	DIR *d = opendir("/proc/self/fd");
@@ -126,7 +111,7 @@ static void churn_thread(void *arg, unsigned int index)
 			/* The last thread to arrive measures; all wait. */
 			if (__atomic_add_fetch(&j->arrived, 1, __ATOMIC_ACQ_REL) ==
 			    j->nr) {
-				j->rss_kib_checkpoint = rss_kib();
+				j->rss_kib_checkpoint = bench_rss_kib();
 				j->fds_checkpoint = open_fds();
 				__atomic_store_n(&j->leaving, 1, __ATOMIC_RELEASE);
 			}
@@ -221,7 +206,7 @@ static int run_row(struct run *r, unsigned int cpus, unsigned int threads)
 		err = -EIO;
 	if (err)
 		goto out;
-	rss_end = rss_kib();
+	rss_end = bench_rss_kib();
 	fds_end = open_fds();
 	tally_memcg_usage(tally_memcg_root(t), TALLY_MEMCG_READ_DRAIN,
 			  &end_usage);
@@ -313,6 +298,7 @@ int tally_bench_churn(int argc, char **argv)
 	if (err)
 		fprintf(stderr, "tally: benchmark stopped: %s\n",
 			strerror(-err));
+	bench_json_load_end(&r.json);
 	if (bench_json_close(&r.json))
 		err = -1;
 	return err ? 1 : 0;

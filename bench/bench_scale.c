@@ -39,21 +39,6 @@ struct run {
 	bool quick;
 };
 
-static long rss_kib(void)
-{
-	FILE *f = fopen("/proc/self/status", "r");
-	char line[256];
-	long kib = -1;
-
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f))
-		if (!strncmp(line, "VmRSS:", 6))
-			kib = strtol(line + 6, NULL, 10);
-	fclose(f);
-	return kib;
-}
-
 static int simulated_tree(unsigned int cpus, long batch,
 			  struct tally_domain **d, struct tally_memcg_tree **t)
 {
@@ -117,10 +102,10 @@ static int phase_memory(struct run *r)
 			err = simulated_tree(cpus[c], 64 * KB, &d, &t);
 			if (err)
 				return err;
-			before = rss_kib();
+			before = bench_rss_kib();
 			err = make_groups(tally_memcg_root(t), nr, cpus[c],
 					  4 * KB, NULL);
-			after = rss_kib();
+			after = bench_rss_kib();
 			tally_memcg_tree_info(t, &info);
 			tally_memcg_tree_destroy(t);
 			tally_domain_destroy(d);
@@ -348,6 +333,7 @@ int tally_bench_scale(int argc, char **argv)
 	if (err)
 		fprintf(stderr, "tally: benchmark stopped: %s\n",
 			strerror(err < 0 ? -err : EIO));
+	bench_json_load_end(&r.json);
 	if (bench_json_close(&r.json))
 		err = -1;
 	return err ? 1 : 0;

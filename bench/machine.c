@@ -114,3 +114,18 @@ void bench_json_identity(struct bench_json *w, const char *name)
 	bench_json_string(w, "tally_version", tally_version());
 	bench_json_int(w, "schema_version", BENCH_JSON_SCHEMA);
 }
+
+long bench_rss_kib(void)
+{
+	FILE *f = fopen("/proc/self/status", "r");
+	char line[256];
+	long kib = -1;
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, "VmRSS:", 6))
+			kib = strtol(line + 6, NULL, 10);
+	fclose(f);
+	return kib;
+}

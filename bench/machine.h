@@ -70,4 +70,11 @@ void bench_machine_json(struct bench_json *w, const struct bench_machine *m);
  */
 void bench_json_load_end(struct bench_json *w);
 
+/**
+ * bench_rss_kib() - this process's resident memory (VmRSS), in KiB.
+ *
+ * Return: the size, or -1 when /proc/self/status cannot be read.
+ */
+long bench_rss_kib(void);
+
 #endif /* TALLY_BENCH_MACHINE_H */

@@ -312,8 +312,9 @@ docs: $(BUILD)/tally
 # of that JSON with their index in $(DEMO)/plots (gnuplot is installed
 # like the other dependencies).
 DEMO ?= $(BUILD)/demo
-demo: all
+demo: deps
 	@sh scripts/ensure-deps.sh demo
+	$(MAKE) --no-print-directory JEMALLOC=yes all
 	@mkdir -p $(DEMO)
 	$(BUILD)/tally bench counter --json $(DEMO)/counter.json
 	$(BUILD)/tally bench stats --json $(DEMO)/stats.json
@@ -321,6 +322,8 @@ demo: all
 	$(BUILD)/tally bench export --json $(DEMO)/export.json
 	$(BUILD)/tally bench charge --json $(DEMO)/charge.json
 	$(BUILD)/tally bench malloc --json $(DEMO)/malloc.json
+	$(BUILD)/tally bench churn --queries 1000000 --json $(DEMO)/churn.json
+	$(BUILD)/tally bench scale --json $(DEMO)/scale.json
 	rm -rf $(DEMO)/plots
 	for b in counter stats oom export charge malloc; do \
 		$(BUILD)/tally plot $(DEMO)/$$b.json -o $(DEMO)/plots || exit 1; \

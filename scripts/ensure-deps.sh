@@ -75,9 +75,9 @@ if [ "$target" = demo ] || [ "$target" = test ]; then
 	have gnuplot || need="$need gnuplot-nox"
 fi
 # The jemalloc integration (libtally_jemalloc, tally run), built and
-# tested by make test; packages added here go into the allowed list of
+# tested by make test, measured by make demo; packages added here go into the allowed list of
 # scripts/check-deps.sh too.
-if [ "$target" = test ]; then
+if [ "$target" = test ] || [ "$target" = demo ]; then
 	if ! have_cc || ! printf '#include <jemalloc/jemalloc.h>\n%s\n' \
 		"$main_c" | links "-ljemalloc"; then
 		need="$need libjemalloc-dev"

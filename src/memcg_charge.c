@@ -16,7 +16,7 @@
  * between two steps of one thread (a refill between the counter and the
  * stock, an uncharge carrying a batch out of the stock to the counter);
  * those threads count themselves in "refilling", and a refusal waits for
- * them (sleeping, 10 ms at most) after its drain.
+ * them (sleeping, 100 ms at most) after its drain.
  *
  * A charge above high only counts the event and returns
  * %TALLY_MEMCG_OVER_HIGH: reclaim for high runs where the caller chooses
@@ -252,14 +252,16 @@ int tally_memcg_uncharge_cpu(struct tally_memcg *g, unsigned int cpu,
 
 /*
  * Drain @g's subtree and read its usage: every byte then is charged, in a
- * transit (refilling) that is waited for (10 ms at most), or reserved by
+ * transit (refilling) that is waited for (100 ms at most), or reserved by
  * a refill checked against the new max, which it cannot exceed.  Caller
  * holds nothing.
  */
 static long settled_usage(struct tally_memcg *g)
 {
-	long waited = 0, nap = 20000, usage;
+	struct memcg_wait w;
+	long usage;
 
+	memcg_wait_begin(&w);
 	for (;;) {
 		long refilling;
 
@@ -267,11 +269,8 @@ static long settled_usage(struct tally_memcg *g)
 		refilling = memcg_drain_locked(g);
 		usage = __atomic_load_n(&g->usage, __ATOMIC_SEQ_CST);
 		pthread_mutex_unlock(&g->tree->drain_lock);
-		if (!refilling || waited >= REFILL_WAIT_NS)
+		if (!refilling || !memcg_wait_more(&w))
 			return usage;
-		memcg_sleep_ns(nap);
-		waited += nap;
-		nap = nap * 2 > 1000000 ? 1000000 : nap * 2;
 	}
 }
 

@@ -29,7 +29,13 @@
 /* The CPU argument of the system domain's charges: the current one. */
 #define NO_CPU (~0u)
 
-#define REFILL_WAIT_NS (10l * 1000 * 1000)
+/*
+ * How long a refusal (or setting max) waits for the transfers in flight
+ * between a page counter and a stock, in real time: they are a few
+ * instructions long, so only a thread descheduled or stopped right there
+ * for longer makes the wait end without them.
+ */
+#define TRANSFER_WAIT_NS (100l * 1000 * 1000)
 #define RECLAIM_ROUNDS 4
 #define MAX_OOM_TIMEOUT_NS (60l * 1000 * 1000 * 1000)
 
@@ -178,6 +184,16 @@ struct tally_memcg *memcg_drain_and_retry(struct tally_memcg *g, long n,
 					  struct tally_memcg *h);
 void memcg_sleep_ns(long ns);
 long memcg_now_ns(void);
+
+/* A wait for transfers in flight: naps from 20 us, doubling to 1 ms. */
+struct memcg_wait {
+	long deadline;
+	long nap;
+};
+
+void memcg_wait_begin(struct memcg_wait *w);
+/* Nap once; false (no nap) once TRANSFER_WAIT_NS have passed. */
+bool memcg_wait_more(struct memcg_wait *w);
 
 /* memcg_reclaim.c */
 void memcg_protection(struct tally_memcg *root, struct tally_memcg *g,

@@ -404,6 +404,21 @@ long memcg_now_ns(void)
 	return ts.tv_sec * 1000000000l + ts.tv_nsec;
 }
 
+void memcg_wait_begin(struct memcg_wait *w)
+{
+	w->deadline = memcg_now_ns() + TRANSFER_WAIT_NS;
+	w->nap = 20000;
+}
+
+bool memcg_wait_more(struct memcg_wait *w)
+{
+	if (memcg_now_ns() >= w->deadline)
+		return false;
+	memcg_sleep_ns(w->nap);
+	w->nap = w->nap * 2 > 1000000 ? 1000000 : w->nap * 2;
+	return true;
+}
+
 /*
  * Drain and retry until the charge fits, or no reservation can be what
  * stands in the way.  Returns NULL when charged, else the level refusing.
@@ -412,9 +427,10 @@ struct tally_memcg *memcg_drain_and_retry(struct tally_memcg *g, long n,
 					   struct tally_memcg *h)
 {
 	struct tally_memcg_tree *t = g->tree;
-	long waited = 0, nap = 20000;
 	struct tally_memcg *refuser;
+	struct memcg_wait w;
 
+	memcg_wait_begin(&w);
 	__atomic_add_fetch(&h->pressure, 1, __ATOMIC_SEQ_CST);
 	for (;;) {
 		long refilling;
@@ -438,12 +454,9 @@ struct tally_memcg *memcg_drain_and_retry(struct tally_memcg *g, long n,
 			__atomic_add_fetch(&h->pressure, 1, __ATOMIC_SEQ_CST);
 			continue;
 		}
-		if (!refilling || waited >= REFILL_WAIT_NS)
+		if (!refilling || !memcg_wait_more(&w))
 			break;
 		INC(&t->drain_waits);
-		memcg_sleep_ns(nap);
-		waited += nap;
-		nap = nap * 2 > 1000000 ? 1000000 : nap * 2;
 	}
 	__atomic_sub_fetch(&h->pressure, 1, __ATOMIC_SEQ_CST);
 	return refuser;

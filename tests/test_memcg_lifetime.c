@@ -140,13 +140,20 @@ struct staller {
 	pthread_t th;
 };
 
+/*
+ * A stall at a random moment of each target, one target at a time, with
+ * at least a stall's length between two: the targets are delayed in the
+ * middle of their calls, as by a preemption, never kept in their handlers
+ * for good (a thread stopped inside a call is another promise: a refusal
+ * waits 100 ms for it, then fails).
+ */
 static void *stall_loop(void *arg)
 {
 	struct staller *s = arg;
 	struct rng r = rng_seed(0x57a11);
 
 	while (!LOAD(&s->quit)) {
-		nap_us((long)rng_below(&r, 50));
+		nap_us(LOAD(&stall_us) + (long)rng_below(&r, 100));
 		pthread_kill(s->targets[rng_below(&r, (uint64_t)s->nr)],
 			     SIGUSR2);
 	}

@@ -178,8 +178,13 @@ static void print_memcg(struct tally_domain *d)
 	struct tally_memcg_tree *t = NULL;
 	struct tally_memcg_info info;
 	unsigned int cpus = tally_domain_nr_cpus(d ? d : tally_domain_system());
-	const long max_batch =
+	long fit = TALLY_MEMCG_STOCK_BUDGET / (2l * cpus) /
+		   TALLY_MEMCG_DEFAULT_BATCH * TALLY_MEMCG_DEFAULT_BATCH;
+	const long most =
 		TALLY_MEMCG_MAX_BATCH_FACTOR * TALLY_MEMCG_DEFAULT_BATCH;
+	/* The default max_batch of a tree on these CPUs (memcg.h). */
+	const long max_batch = fit < TALLY_MEMCG_DEFAULT_BATCH ?
+		TALLY_MEMCG_DEFAULT_BATCH : fit > most ? most : fit;
 
 	if (tally_memcg_tree_create(&t, &o) ||
 	    tally_memcg_tree_info(t, &info)) {

@@ -159,11 +159,13 @@ int tally_memcg_tree_create(struct tally_memcg_tree **out,
 	*out = NULL;
 	if (batch < 1 || batch > (1l << 30))
 		return -EINVAL;
-	max_batch = opts && opts->max_batch ? opts->max_batch :
-		    batch > (1l << 30) / TALLY_MEMCG_MAX_BATCH_FACTOR ?
-		    (1l << 30) : TALLY_MEMCG_MAX_BATCH_FACTOR * batch;
-	if (max_batch < batch || max_batch > (1l << 30))
-		return -EINVAL;
+	if (opts && opts->max_batch) {
+		max_batch = opts->max_batch;
+		if (max_batch < batch || max_batch > (1l << 30))
+			return -EINVAL;
+	} else {
+		max_batch = batch;	/* set below, once the CPUs are known */
+	}
 	t = calloc(1, sizeof(*t));
 	if (!t)
 		return -ENOMEM;
@@ -177,6 +179,19 @@ int tally_memcg_tree_create(struct tally_memcg_tree **out,
 	t->rseq = !t->simulated && memcg_rseq_stocks_possible();
 	t->batch = batch;
 	t->max_batch = max_batch;
+	if (!(opts && opts->max_batch)) {
+		/*
+		 * Large batches where few CPUs hold them: all CPUs' stocks of
+		 * a group stay within TALLY_MEMCG_STOCK_BUDGET, so that from
+		 * 64 CPUs on the default is the kernel's fixed batch.
+		 */
+		long fit = TALLY_MEMCG_STOCK_BUDGET / (2l * t->nr_cpus) /
+			   batch * batch;
+		long most = batch > (1l << 30) / TALLY_MEMCG_MAX_BATCH_FACTOR ?
+			    (1l << 30) : TALLY_MEMCG_MAX_BATCH_FACTOR * batch;
+
+		t->max_batch = fit < batch ? batch : fit > most ? most : fit;
+	}
 	t->stocks = tally_percpu_alloc(t->domain,
 				       MEMCG_SLOTS * sizeof(struct memcg_slot),
 				       64);

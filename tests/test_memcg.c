@@ -2174,9 +2174,12 @@ TEST(refill_batches_grow_far_from_limits_and_shrink_near_them)
 {
 	struct tally_memcg_tree *t = util_memcg_tree(NULL, 0);
 	long cpus = tally_domain_nr_cpus(tally_domain_system());
-	long base = TALLY_MEMCG_DEFAULT_BATCH, top = 16 * base, want;
+	long base = TALLY_MEMCG_DEFAULT_BATCH, want;
+	/* The default max_batch on these CPUs (memcg.h). */
+	long top = TALLY_MEMCG_STOCK_BUDGET / (2 * cpus) / base * base;
 	struct tally_memcg *g;
 
+	top = top < base ? base : top > 16 * base ? 16 * base : top;
 	REQUIRE(t);
 	g = util_memcg_group(tally_memcg_root(t), "g");
 	REQUIRE(g);

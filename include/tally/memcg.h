@@ -124,8 +124,10 @@ struct tally_memcg_task;
 #define TALLY_MEMCG_UNLIMITED LONG_MAX
 /** Default stock batch: 64 pages of 4 KiB, the kernel's MEMCG_CHARGE_BATCH. */
 #define TALLY_MEMCG_DEFAULT_BATCH (64l * 4096)
-/** The default max_batch, in batches (struct tally_memcg_options). */
+/** The default max_batch is at most this many batches... */
 #define TALLY_MEMCG_MAX_BATCH_FACTOR 16l
+/** ...and keeps a group's stocks on all CPUs within this many bytes. */
+#define TALLY_MEMCG_STOCK_BUDGET (32l << 20)
 /** Deepest group: the root is at depth 0. */
 #define TALLY_MEMCG_MAX_DEPTH 63u
 /** Longest group name, without the terminating NUL. */
@@ -188,8 +190,11 @@ enum tally_memcg_limit {
  * @batch: the smallest refill: bytes a refill adds to a CPU's stock near a
  *	limit (default %TALLY_MEMCG_DEFAULT_BATCH); 1 to 1 GiB.
  * @max_batch: the largest refill, used while every level of the chain is
- *	far from its high and max (default 16 x @batch, at most 1 GiB; set it
- *	to @batch for the kernel's fixed batch).  A refill's batch is the
+ *	far from its high and max; at most 1 GiB.  The default is 16 x @batch
+ *	(%TALLY_MEMCG_MAX_BATCH_FACTOR) or less, so that two per CPU stay
+ *	within %TALLY_MEMCG_STOCK_BUDGET (32 MiB) on all CPUs, but not below
+ *	@batch: with the default batch, 4 MiB up to 4 CPUs and the kernel's
+ *	fixed batch from 64 CPUs on.  Set it to @batch for a fixed batch.  A refill's batch is the
  *	room left under the nearest high or max divided by 4 x CPUs, rounded
  *	down to a multiple of @batch, within [@batch, @max_batch]; a group's
  *	stock on a CPU holds at most two of its batches.

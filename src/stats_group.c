@@ -252,6 +252,8 @@ struct tally_stats_group *stats_group_new(struct tally_stats_tree *t,
 	g->nr_stats = (unsigned short)t->nr_stats;
 	g->nr_chain = nr_chain;
 	g->batch = t->batch;
+	g->cache_cap = t->cache_cap;
+	g->hcache = t->hcache;
 	g->hint_cap = t->threshold + 1;
 	g->simulated = t->simulated;
 	g->name = strndup(name, len);
@@ -353,6 +355,8 @@ void stats_group_finish(struct tally_stats_group *g)
 {
 	struct tally_stats_tree *t = g->tree;
 
+	/* No CPU's hint cache names it any more; its hints went up. */
+	stats_hcache_evict(g);
 	/* After this flush and the quiesce, g is linked on no CPU and no
 	 * flusher holds it. */
 	stats_flush_subtree(t, g, true);

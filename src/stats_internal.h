@@ -59,6 +59,22 @@ struct stats_pcpu {
 	long stat[];
 };
 
+/*
+ * Per (tree, CPU): the hint cache (stats_update.c).  @acc holds the
+ * threshold hint of @last's updates on the CPU that no count of its chain
+ * has yet; below the group's cache_cap.  @prev is only a hint of who
+ * should take the cache.
+ */
+struct stats_hcache {
+	struct tally_stats_group *last;
+	long acc;
+	/* The group of the CPU's last update that missed the cache. */
+	struct tally_stats_group *prev;
+};
+
+/* stats_hcache.last of a cache a destroyed group was evicted from. */
+#define STATS_HCACHE_EVICTED ((struct tally_stats_group *)1)
+
 /* Per (group, CPU), touched by flushers only, under flush_lock. */
 struct stats_fpcpu {
 	struct tally_stats_group *children;	/* updated children */
@@ -72,6 +88,7 @@ struct stats_fpcpu {
 struct stats_share {
 	bool active, pending;
 	unsigned int running;		/* flushes of the group, takeovers too */
+	unsigned int timed;		/* flushes run: one in 8 is timed */
 	uint64_t active_stamp, done_stamp;
 	uint64_t flush_ns;		/* what a flush of it takes, unpreempted */
 	pthread_cond_t cond;
@@ -80,8 +97,8 @@ struct stats_share {
 struct tally_stats_group {
 	/*
 	 * Read-mostly, written only by creation, one line: what every
-	 * update reads, and what flushes and reads need to find the rest
-	 * (a flush right after updates finds this line in the cache).
+	 * update reads, and what flushes need to find the rest (a flush
+	 * right after updates finds this line in the cache).
 	 */
 	struct tally_stats_tree *tree;
 	struct stats_pcpu *pcpu;
@@ -91,16 +108,25 @@ struct tally_stats_group {
 	 * (stats_chain_over()) the overs they move to.
 	 */
 	long *chain_offs;
-	struct stats_fpcpu *fpcpu;	/* flush side, under flush_lock */
-	long *local;			/* flushed values: local, hier, pending */
-	unsigned long batch;
+	struct stats_hcache *hcache;	/* the tree's, per CPU */
+	/* Counts move to over from the batch; the hint cache holds less
+	 * than cache_cap (the tree's). */
+	unsigned long batch, cache_cap;
 	unsigned long hint_cap;		/* largest hint one update adds */
 	unsigned int nr_chain;
 	unsigned short nr_stats;
 	bool simulated;
 
-	/* Written by updates once per batch; read by if-needed reads. */
+	/*
+	 * What reads and flushes look at: over, written by updates once per
+	 * move; the number of CPUs whose updated tree links the group,
+	 * written by flushes (under flush_lock); the flushed values; the
+	 * flush side's per-CPU part.
+	 */
 	long over __attribute__((aligned(STATS_CACHELINE)));
+	unsigned long nr_linked;
+	long *local;			/* flushed values: local, hier, pending */
+	struct stats_fpcpu *fpcpu;	/* flush side, under flush_lock */
 
 	/* Structure, under the tree's topo_lock. */
 	struct tally_stats_group *parent __attribute__((aligned(STATS_CACHELINE)));
@@ -124,7 +150,7 @@ _Static_assert(offsetof(struct tally_stats_group, over) == STATS_CACHELINE,
 	       "over starts its own cache line");
 _Static_assert(offsetof(struct tally_stats_group, parent) ==
 		       2 * STATS_CACHELINE,
-	       "over is alone on its cache line");
+	       "what reads look at has a cache line of its own");
 _Static_assert(offsetof(struct tally_stats_group, share) %
 			       STATS_CACHELINE == 0,
 	       "flush sharing has cache lines of its own");
@@ -136,7 +162,13 @@ struct tally_stats_tree {
 	struct tally_domain *domain;
 	const struct stats_design_ops *ops;
 	void *design_state;		/* the baseline designs' own */
-	unsigned long batch, threshold;
+	/*
+	 * threshold: batch x nr_cpus.  A group flushes once over passes
+	 * flush_at: the threshold less what the CPUs' hint caches may hold
+	 * (cache_cap - 1 each, and no cache on simulated CPUs), so that the
+	 * read bound stays threshold + nr_cpus x (batch - 1).
+	 */
+	unsigned long batch, threshold, flush_at, cache_cap;
 	uint64_t period_ns;
 	uint64_t (*clock)(void *arg);
 	void *clock_arg;
@@ -147,6 +179,7 @@ struct tally_stats_tree {
 	struct tally_stats_group *root;
 
 	/* Per CPU. */
+	struct stats_hcache *hcache;	/* stats_update.c */
 	struct stats_pcpu **lists;	/* update list heads */
 	unsigned int *pushing;		/* claims being pushed (futex) */
 	long *global_count;		/* global-threshold designs */
@@ -274,6 +307,14 @@ void stats_for_each_group(struct tally_stats_tree *t,
 			  void (*fn)(struct tally_stats_group *g, void *arg),
 			  void *arg);
 
+/* --- stats_update.c ----------------------------------------------------- */
+
+/*
+ * Before @g is freed, once nothing updates it: no CPU's hint cache names
+ * it, and what they held for it is in its chain's overs.
+ */
+void stats_hcache_evict(struct tally_stats_group *g);
+
 /* --- stats_flush.c ------------------------------------------------------ */
 
 #define STATS_PUSH_WAITERS 0x80000000u
@@ -300,6 +341,11 @@ void stats_flush_subtree(struct tally_stats_tree *t,
  * none for SETTLE_NS.
  */
 void stats_flush_settle(struct tally_stats_tree *t);
+/*
+ * Whether a flush of @g would fold nothing, without a lock: @g is a leaf,
+ * idle and unlinked on every CPU.  O(nr_cpus) loads of @g's own lines.
+ */
+bool stats_group_clean(const struct tally_stats_group *g);
 void stats_flush_init(struct tally_stats_tree *t);
 void stats_flush_fini(struct tally_stats_tree *t);
 /* Return once no flush pass that started before still runs. */

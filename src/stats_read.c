@@ -57,7 +57,7 @@ static bool over_threshold(const struct tally_stats_group *g)
 	const long *over = t->ops->global_threshold ? &t->global_over
 						    : &g->over;
 
-	return __atomic_load_n(over, __ATOMIC_RELAXED) > (long)t->threshold;
+	return __atomic_load_n(over, __ATOMIC_RELAXED) > (long)t->flush_at;
 }
 
 /* --- TALLY design ------------------------------------------------------- */

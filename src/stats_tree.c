@@ -72,6 +72,7 @@ static void tree_free(struct tally_stats_tree *t)
 	if (t->ops && t->ops->fini)
 		t->ops->fini(t);
 	if (t->domain) {
+		tally_percpu_free(t->domain, t->hcache);
 		tally_percpu_free(t->domain, t->lists);
 		tally_percpu_free(t->domain, t->pushing);
 		tally_percpu_free(t->domain, t->global_count);
@@ -110,10 +111,11 @@ static int tree_setup(struct tally_stats_tree *t,
 		if (err)
 			return err;
 	}
+	t->hcache = tally_percpu_alloc(t->domain, sizeof(*t->hcache), 32);
 	t->lists = tally_percpu_alloc(t->domain, sizeof(*t->lists), 0);
 	t->pushing = tally_percpu_alloc(t->domain, sizeof(*t->pushing), 0);
 	t->global_count = tally_percpu_alloc(t->domain, sizeof(long), 0);
-	if (!t->lists || !t->pushing || !t->global_count)
+	if (!t->hcache || !t->lists || !t->pushing || !t->global_count)
 		return -ENOMEM;
 	t->root = stats_group_new(t, NULL, "", 0);
 	return t->root ? 0 : -ENOMEM;
@@ -156,10 +158,14 @@ int tally_stats_tree_create(struct tally_stats_tree **out,
 		goto fail;
 	}
 	t->threshold = t->batch * t->domain->nr_cpus;
+	t->simulated = t->domain->simulated;
+	/* Without rseq updates no group takes the hint cache. */
+	t->cache_cap = !t->simulated && t->batch / 2 >= 2 ? t->batch / 2 : 0;
+	t->flush_at = t->threshold -
+		      t->domain->nr_cpus * (t->cache_cap ? t->cache_cap - 1 : 0);
 	t->period_ns = o.period_ns ? o.period_ns : DEFAULT_PERIOD_NS;
 	t->clock = o.clock ? o.clock : default_clock;
 	t->clock_arg = o.clock_arg;
-	t->simulated = t->domain->simulated;
 	if (!t->simulated)
 		stats_barrier_setup();
 	err = tree_setup(t, o.design);

@@ -4,27 +4,39 @@
  *
  * tally_stats_mod(G, i, delta) on CPU c, no lock and no allocation:
  *
- *   1. one rseq sequence adds hint = min(|delta|, threshold + 1) to the
- *      per-CPU threshold count of G and of each ancestor (the chain: byte
- *      offsets kept in G, the same on every CPU, so no pointer chasing),
- *      then commits delta to G's stat[i] on c;
+ *   1. one rseq sequence adds hint = min(|delta|, threshold + 1) to c's
+ *      hint cache if G holds it and it has room (below half a batch), and
+ *      commits delta to G's stat[i] on c: two lines, the tree's for c and
+ *      G's, so a run of updates of one group costs the same at any depth;
+ *      a full cache goes to the overs of G's chain first (a load each
+ *      while they are past the threshold);
+ *   1'. otherwise one rseq sequence adds the hint (with what the cache
+ *      held for G, if G's cache was full) to the per-CPU threshold count
+ *      of G and of each ancestor (the chain: byte offsets kept in G, the
+ *      same on every CPU, so no pointer chasing), then commits delta; G
+ *      takes the cache if it held nothing;
  *   2. if (G, c) is idle, claims it (idle -> listed) and pushes it on c's
  *      lock-free list; c's pushing count covers the claim and the push;
- *   3. once a count reaches the batch, it moves to its group's over with
- *      an atomic exchange on c's slot, c being the CPU of step 1 even if
+ *   3. once a count reaches half a batch (the batch on a simulated domain,
+ *      where no group takes the cache), it moves to its group's over with
+ *      an atomic exchange on c's slot, c being the CPU of step 1' even if
  *      the thread migrated since.
  *
  * Invariant kept for the flush (stats_flush.c): a committed delta not yet
  * folded belongs to a (group, CPU) that is listed or linked, or that a
  * flush between its two passes reads.  Invariant kept for if-needed reads:
  * of the |delta| an update adds, at most batch - 1 per CPU and chain level
- * stays out of over; the cap keeps every count far from overflow (one
- * capped hint already crosses the threshold, which is all a read needs).
+ * stays out of over (less than half a batch in the count, less than half
+ * in the cache); the cap keeps every count far from overflow (one capped
+ * hint already crosses the threshold, which is all a read needs).
  *
- * Cost: O(depth) plain adds in one sequence, a queued-flag load; the claim
- * and push (two atomics) once per group and CPU between flushes; one
- * atomic exchange per chain level per batch.  With membarrier() (the
- * default) no fence either; without it a full fence per update.
+ * Cost: a run of updates of one group on a CPU: two plain adds in one
+ * sequence and a queued-flag load, at any depth; once per half batch the
+ * chain.  Updates that alternate between groups: O(depth) plain adds in
+ * one sequence after the cache check.  The claim and push (two atomics)
+ * once per group and CPU between flushes; one atomic exchange per chain
+ * level per half batch.  With membarrier() (the default) no fence either;
+ * without it a full fence per update.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -85,10 +97,10 @@ static void queue_update(struct tally_stats_group *g, struct stats_pcpu *pc,
 }
 
 /*
- * Move the counts of the chain that reached the batch on @cpu, the CPU the
- * update committed on.  The exchange is atomic because the thread may run
- * elsewhere now; racing with an rseq add on that CPU it can only count a
- * hint twice, which at worst flushes early.
+ * Move the counts of the chain that reached the batch on @cpu, the CPU
+ * the update committed on.  The exchange is atomic because the thread may
+ * run elsewhere now; racing with an rseq add on that CPU it can only count
+ * a hint twice, which at worst flushes early.
  */
 static void move_counts(struct tally_stats_group *g, unsigned int cpu)
 {
@@ -104,25 +116,44 @@ static void move_counts(struct tally_stats_group *g, unsigned int cpu)
 		if (__atomic_load_n(count, __ATOMIC_RELAXED) < (long)g->batch)
 			continue;
 		moved = __atomic_exchange_n(count, 0, __ATOMIC_RELAXED);
-		/* Past the threshold the group flushes anyway: skip the atomic. */
+		/* Past flush_at the group flushes anyway: skip the atomic. */
 		if (moved > 0 &&
-		    __atomic_load_n(over, __ATOMIC_RELAXED) <= (long)t->threshold)
+		    __atomic_load_n(over, __ATOMIC_RELAXED) <= (long)t->flush_at)
 			__atomic_add_fetch(over, moved, __ATOMIC_RELAXED);
 	}
 }
 
-static void after_update(struct tally_stats_group *g, unsigned int cpu,
-			 unsigned long acc, bool fence)
+/* @n of @g's hint goes straight to the overs of its chain. */
+static void charge_overs(struct tally_stats_group *g, long n)
 {
-	struct stats_pcpu *pc = pcpu_of(g, cpu);
+	const struct tally_stats_tree *t = g->tree;
+
+	for (unsigned int i = 0; i < g->nr_chain; i++) {
+		long *over = stats_chain_over(g)[i];
+
+		/* Past flush_at the group flushes anyway: a load only. */
+		if (__atomic_load_n(over, __ATOMIC_RELAXED) <= (long)t->flush_at)
+			__atomic_add_fetch(over, n, __ATOMIC_RELAXED);
+	}
+}
+
+/*
+ * After the commit on the CPU whose copies are @unit bytes from CPU 0's:
+ * queue (g, cpu) if a flush made it idle.
+ */
+static inline void after_commit(struct tally_stats_group *g, size_t unit,
+				bool fence)
+{
+	struct stats_pcpu *pc = (struct stats_pcpu *)((char *)g->pcpu + unit);
+	unsigned int cpu = (unsigned int)(unit >> TALLY_PERCPU_UNIT_SHIFT);
 
 	/* Orders the stat store before the queued load (no membarrier). */
 	if (fence)
 		__atomic_thread_fence(__ATOMIC_SEQ_CST);
-	if (__atomic_load_n(&pc->queued, __ATOMIC_SEQ_CST) == QUEUE_IDLE)
+	if (__builtin_expect(__atomic_load_n(&pc->queued, __ATOMIC_SEQ_CST) ==
+				     QUEUE_IDLE,
+			     0))
 		queue_update(g, pc, cpu);
-	if (__builtin_expect(acc >= g->batch, 0))
-		move_counts(g, cpu);
 }
 
 static int check_update(const struct tally_stats_group *g, unsigned int stat,
@@ -143,7 +174,7 @@ static int check_update(const struct tally_stats_group *g, unsigned int stat,
 }
 
 /* min(|delta|, cap), without overflow for LONG_MIN. */
-static long hint_of(const struct tally_stats_group *g, long delta)
+static inline long hint_of(const struct tally_stats_group *g, long delta)
 {
 	unsigned long m = delta < 0 ? -(unsigned long)delta
 				    : (unsigned long)delta;
@@ -151,19 +182,269 @@ static long hint_of(const struct tally_stats_group *g, long delta)
 	return (long)(m < g->hint_cap ? m : g->hint_cap);
 }
 
+/* --- the hint cache ------------------------------------------------------ */
+
+/*
+ * Each CPU of a tree caches the threshold hint of one group, the last that
+ * took the cache (struct stats_hcache): while consecutive updates on a CPU
+ * go to that group, the hint is added to the cache, in the CPU's line of
+ * the tree, instead of to a count per chain level, one line each.  Neither
+ * the group nor its ancestors see it until the cache would reach cache_cap
+ * (half a batch): then the update empties it into the chain's overs.
+ * The cache holds less than half a batch and the counts move from half a
+ * batch: a CPU still holds back at most batch - 1 of a group's subtree,
+ * the read bound's share.
+ *
+ * A cache holding nothing is taken by the next group that misses it.  Only
+ * updates of the cached group add to it, and only they empty it, so no
+ * update ever touches another group than its own.  A group is evicted when
+ * it is destroyed (stats_hcache_evict()).  Without rseq (fallback mode,
+ * simulated CPUs) no group takes the cache.
+ */
+enum hcache_result { HC_HIT, HC_FULL, HC_OTHER };
+
+/*
+ * One sequence on the current CPU: if @g holds the cache and it has room
+ * for @hint, add @hint to it and commit @v to @stat, and set *@unit to the
+ * CPU's distance from CPU 0's copies.  Otherwise no store, and why: the
+ * cache is @g's but full, or it is not @g's (or this thread has no rseq
+ * area).
+ */
+static inline enum hcache_result hcache_add(struct stats_hcache *hc,
+					    const struct tally_stats_group *g,
+					    long hint, unsigned long cap,
+					    long *stat, long v, size_t *unit)
+{
+	ptrdiff_t off = tally_rseq_area_offset;
+	unsigned char *rs = TALLY_RSEQ_AREA_(off);
+	unsigned long c, acc;
+
+retry:
+	__asm__ __volatile__ goto(
+		TALLY_RSEQ_CS_BEGIN_("%%rcx")
+		"shlq %[shift], %%rax\n\t"
+		"movq %%rax, %[c]\n\t"
+		"cmpq %[g], (%[hc],%%rax)\n\t"
+		"jne %l[other]\n\t"
+		"movq 8(%[hc],%%rax), %[acc]\n\t"
+		"addq %[hint], %[acc]\n\t"
+		"cmpq %[cap], %[acc]\n\t"
+		"jae %l[full]\n\t"
+		"movq %[acc], 8(%[hc],%%rax)\n\t"
+		"addq %[v], (%[stat],%%rax)\n\t"
+		"2:\n\t"
+		: [c] "=&r" (c), [acc] "=&r" (acc)
+		: TALLY_RSEQ_AREA_OPERANDS_(off, rs),
+		  [hc] "r" (hc), [g] "r" (g), [hint] "r" (hint),
+		  [cap] "r" (cap), [stat] "r" (stat), [v] "r" (v),
+		  [shift] "i" (TALLY_PERCPU_UNIT_SHIFT)
+		: TALLY_RSEQ_DELAY_CLOBBER_ "rax", "memory", "cc"
+		: aborted, unregistered, full, other);
+	*unit = c;
+	return HC_HIT;
+aborted:
+	TALLY_RSEQ_COUNT_ABORT_();
+	goto retry;
+full:
+	return HC_FULL;
+unregistered:
+other:
+	return HC_OTHER;
+}
+
+/* Empty @g's cache on the current CPU: what it held (0 if not @g's). */
+static long hcache_take(struct stats_hcache *hc,
+			const struct tally_stats_group *g)
+{
+	ptrdiff_t off = tally_rseq_area_offset;
+	unsigned char *rs = TALLY_RSEQ_AREA_(off);
+	long acc;
+
+retry:
+	__asm__ __volatile__ goto(
+		TALLY_RSEQ_CS_BEGIN_("%%rcx")
+		"shlq %[shift], %%rax\n\t"
+		"addq %[hc], %%rax\n\t"
+		"cmpq %[g], (%%rax)\n\t"
+		"jne %l[other]\n\t"
+		"movq 8(%%rax), %[acc]\n\t"
+		"movq $0, 8(%%rax)\n\t"
+		"2:\n\t"
+		: [acc] "=&r" (acc)
+		: TALLY_RSEQ_AREA_OPERANDS_(off, rs),
+		  [hc] "r" (hc), [g] "r" (g),
+		  [shift] "i" (TALLY_PERCPU_UNIT_SHIFT)
+		: TALLY_RSEQ_DELAY_CLOBBER_ "rax", "memory", "cc"
+		: aborted, unregistered, other);
+	return acc;
+aborted:
+	TALLY_RSEQ_COUNT_ABORT_();
+	goto retry;
+unregistered:
+other:
+	return 0;
+}
+
+/* @g takes the cache of the current CPU if it holds nothing. */
+static __attribute__((noinline)) void hcache_install(struct stats_hcache *hc,
+			   struct tally_stats_group *g)
+{
+	ptrdiff_t off = tally_rseq_area_offset;
+	unsigned char *rs = TALLY_RSEQ_AREA_(off);
+
+retry:
+	__asm__ __volatile__ goto(
+		TALLY_RSEQ_CS_BEGIN_("%%rcx")
+		"shlq %[shift], %%rax\n\t"
+		"addq %[hc], %%rax\n\t"
+		"cmpq $0, 8(%%rax)\n\t"
+		"jne %l[busy]\n\t"
+		"movq %[g], (%%rax)\n\t"
+		"2:\n\t"
+		:
+		: TALLY_RSEQ_AREA_OPERANDS_(off, rs),
+		  [hc] "r" (hc), [g] "r" (g),
+		  [shift] "i" (TALLY_PERCPU_UNIT_SHIFT)
+		: TALLY_RSEQ_DELAY_CLOBBER_ "rax", "memory", "cc"
+		: aborted, unregistered, busy);
+	return;
+aborted:
+	TALLY_RSEQ_COUNT_ABORT_();
+	goto retry;
+unregistered:
+busy:
+	return;
+}
+
+/*
+ * Before @g is freed: no CPU's cache may name it, and what they held for
+ * it goes to its chain's overs (atomics: the counts belong to the CPUs'
+ * sequences).  Nothing updates @g any more, so only an update of another
+ * group that finds a cache empty may write one meanwhile: it takes the
+ * cache (a store of last), which cannot have been @g's if it held
+ * something.
+ */
+void stats_hcache_evict(struct tally_stats_group *g)
+{
+	struct tally_stats_tree *t = g->tree;
+
+	for (unsigned int cpu = 0; cpu < t->domain->nr_cpus; cpu++) {
+		struct stats_hcache *hc = tally_percpu_ptr(t->hcache, cpu);
+		struct tally_stats_group *last = g;
+		long acc;
+
+		if (__atomic_load_n(&hc->last, __ATOMIC_RELAXED) != g ||
+		    !__atomic_compare_exchange_n(&hc->last, &last,
+						 STATS_HCACHE_EVICTED, false,
+						 __ATOMIC_SEQ_CST,
+						 __ATOMIC_RELAXED))
+			continue;
+		acc = __atomic_load_n(&hc->acc, __ATOMIC_SEQ_CST);
+		/* Taken since: then it held nothing of @g's. */
+		if (!acc || __atomic_load_n(&hc->last, __ATOMIC_SEQ_CST) !=
+				    STATS_HCACHE_EVICTED)
+			continue;
+		charge_overs(g, acc);
+		__atomic_store_n(&hc->acc, 0, __ATOMIC_SEQ_CST);
+	}
+}
+
+/* --- updates ------------------------------------------------------------- */
+
+/*
+ * @g's cache is full on this CPU: what it held goes to the overs of the
+ * chain (once per half batch: a load each while they are past the
+ * threshold), then the update goes to the emptied cache.  Returns whether
+ * it did (false: the cache changed hands meanwhile, or @hint alone fills
+ * it).
+ */
+static __attribute__((noinline)) bool
+mod_full(struct tally_stats_group *g, unsigned int stat, long delta,
+	 long hint)
+{
+	long held = hcache_take(g->hcache, g);
+	size_t unit;
+
+	if (held)
+		charge_overs(g, held);
+	if (hcache_add(g->hcache, g, hint, g->cache_cap, &g->pcpu->stat[stat],
+		       delta, &unit) != HC_HIT)
+		return false;
+	tally_inject(TALLY_INJECT_STATS_AFTER_COMMIT);
+	after_commit(g, unit, stats_updates_fence());
+	return true;
+}
+
+/*
+ * The cache of the CPU this thread last ran on, read without a sequence:
+ * which path to try (the sequence checks again).  NULL before this thread
+ * has an rseq area (fallback mode, a thread's first update in own mode).
+ */
+static inline struct stats_hcache *hcache_peek(const struct tally_stats_group *g)
+{
+	ptrdiff_t off = tally_rseq_area_offset;
+	int32_t cpu;
+
+	if (!off || !g->cache_cap)
+		return NULL;
+	cpu = (int32_t)__atomic_load_n(
+		(uint32_t *)(TALLY_RSEQ_AREA_(off) + TALLY_RSEQ_CPU_ID_OFFSET),
+		__ATOMIC_RELAXED);
+	return cpu < 0 ? NULL : tally_percpu_ptr(g->hcache, (unsigned int)cpu);
+}
+
 int tally_stats_mod(struct tally_stats_group *g, unsigned int stat, long delta)
 {
+	struct stats_hcache *hc;
+	struct tally_stats_group *last = NULL;
 	unsigned long acc;
 	unsigned int cpu;
+	size_t unit;
+	long hint;
 	int err = check_update(g, stat, delta);
 
 	if (__builtin_expect(err || g->simulated || !delta, 0))
 		return err ? err : g->simulated ? -EINVAL : 0;
+	hint = hint_of(g, delta);
+	hc = hcache_peek(g);
+	if (hc)
+		last = __atomic_load_n(&hc->last, __ATOMIC_RELAXED);
+	if (last == g) {
+		switch (hcache_add(g->hcache, g, hint, g->cache_cap,
+				   &g->pcpu->stat[stat], delta, &unit)) {
+		case HC_HIT:
+			tally_inject(TALLY_INJECT_STATS_AFTER_COMMIT);
+			after_commit(g, unit, stats_updates_fence());
+			return 0;
+		case HC_FULL:
+			if (mod_full(g, stat, delta, hint))
+				return 0;
+			break;
+		default:
+			break;
+		}
+	}
+	/* Another group's cache (or none): the chain, as without a cache. */
 	acc = tally_percpu_add_hints((long *)g->pcpu, g->chain_offs,
-				     g->nr_chain, hint_of(g, delta),
-				     &g->pcpu->stat[stat], delta, &cpu);
+				     g->nr_chain, hint, &g->pcpu->stat[stat],
+				     delta, &cpu);
 	tally_inject(TALLY_INJECT_STATS_AFTER_COMMIT);
-	after_update(g, cpu, acc, stats_updates_fence());
+	after_commit(g, (size_t)cpu << TALLY_PERCPU_UNIT_SHIFT,
+		     stats_updates_fence());
+	if (__builtin_expect(acc >= g->batch, 0))
+		move_counts(g, cpu);
+	/*
+	 * An empty cache goes to a group updated twice in a row on the CPU,
+	 * not to each group of a spread of updates (each would take it from
+	 * the one before, which never used it).  A cache in use is kept by
+	 * its group until it fills.
+	 */
+	if (hc && last != g && !__atomic_load_n(&hc->acc, __ATOMIC_RELAXED)) {
+		if (__atomic_load_n(&hc->prev, __ATOMIC_RELAXED) == g)
+			hcache_install(g->hcache, g);
+		else
+			__atomic_store_n(&hc->prev, g, __ATOMIC_RELAXED);
+	}
 	return 0;
 }
 
@@ -188,6 +469,8 @@ int tally_stats_mod_cpu(struct tally_stats_group *g, unsigned int cpu,
 	/* Sequentially consistent: pairs with the flusher's clear of queued. */
 	__atomic_add_fetch((long *)tally_percpu_ptr(&g->pcpu->stat[stat], cpu),
 			   delta, __ATOMIC_SEQ_CST);
-	after_update(g, cpu, acc, false);
+	after_commit(g, (size_t)cpu << TALLY_PERCPU_UNIT_SHIFT, false);
+	if (acc >= g->batch)
+		move_counts(g, cpu);
 	return 0;
 }

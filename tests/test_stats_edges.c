@@ -331,6 +331,52 @@ TEST(huge_deltas_keep_if_needed_reads_within_the_bound)
 		huge_delta_run(NULL);
 }
 
+/* ---- runs of updates of one group, then its destroy ------------------------ */
+
+/*
+ * A thread on one CPU makes runs of small updates of a child, each run on
+ * a new child that it then destroys.  A run of updates of one group keeps
+ * its threshold hint in the CPU's hint cache, out of the ancestors'
+ * counts: when the child goes, what the cache held must still reach them,
+ * or the parent's if-needed reads miss a run per child, far past the
+ * bound.  The children are created where the last one was freed (the
+ * same address may come back): none may take the dead one's hint.
+ */
+TEST(if_needed_reads_stay_within_the_bound_while_children_come_and_go)
+{
+	struct tally_stats_tree *t = tree_on(NULL, TALLY_DESIGN_TALLY);
+	struct tally_stats_group *a = NULL, *c = NULL;
+	unsigned long bound;
+	long truth = 0, children = harness_scale(400);
+
+	REQUIRE(t);
+	REQUIRE(util_pin((int)util_allowed_cpu(0)) == 0);
+	bound = tally_stats_read_bound(t);
+	REQUIRE(tally_stats_group_create(tally_stats_root(t), "a", &a) == 0);
+	for (long i = 0; i < children && !harness_test_failed(); i++) {
+		long v;
+
+		if (!CHECK_EQ_LONG(tally_stats_group_create(a, "c", &c), 0))
+			break;
+		for (int k = 0; k < 20; k++)
+			CHECK_EQ_LONG(tally_stats_mod(c, 1, 1), 0);
+		truth += 20;
+		CHECK_EQ_LONG(tally_stats_group_destroy(c), 0);
+		v = read_hier(a, 1, TALLY_FLUSH_IF_NEEDED);
+		if (!CHECK_LE_ULONG((unsigned long)(truth - v), bound))
+			harness_log("after %ld children: if-needed read %ld "
+				    "of %ld", i + 1, v, truth);
+		v = read_hier(tally_stats_root(t), 1, TALLY_FLUSH_IF_NEEDED);
+		if (!CHECK_LE_ULONG((unsigned long)(truth - v), bound))
+			harness_log("after %ld children: root read %ld of %ld",
+				    i + 1, v, truth);
+	}
+	CHECK_EQ_LONG(read_hier(tally_stats_root(t), 1, TALLY_FLUSH_FORCE),
+		      truth);
+	util_pin(-1);
+	tally_stats_tree_destroy(t);
+}
+
 /* ---- a flat tree -------------------------------------------------------- */
 
 /* 20,000 children of one group (fewer under the slower sanitizer runs). */

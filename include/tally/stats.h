@@ -13,7 +13,8 @@
  *     each a state (goes up and down) or an event (only counts up).
  *   - tally_stats_mod() adds to the group's per-CPU value (rseq, no
  *     atomic, no lock, never waits) and queues the group on the CPU's
- *     lock-free list of updated groups, once until the next flush.
+ *     lock-free list of updated groups, once until the next flush.  A run
+ *     of updates of one group on a CPU costs the same at any depth.
  *   - A flush of group G moves, for every CPU, the per-CPU deltas of G's
  *     updated descendants into their local and hierarchical values,
  *     children before parents.  Its cost follows the updates, not the tree.
@@ -145,7 +146,8 @@ enum tally_flush_mode {
  * @design: flushing design (default %TALLY_DESIGN_TALLY).
  * @batch: per-CPU update volume that moves to a group's threshold counter
  *	(power of two, default 64, as the kernel's MEMCG_CHARGE_BATCH); a
- *	group needs flushing past batch x nr_cpus, which must not exceed
+ *	group needs flushing past batch x nr_cpus (less what the CPUs' hint
+ *	caches may hold, see tally_stats_mod()), which must not exceed
  *	LONG_MAX / 8 (-EINVAL otherwise).
  * @period_ns: periodic flusher period (default 2 s).
  * @clock: the time in nanoseconds (default CLOCK_MONOTONIC); tests inject
@@ -332,12 +334,18 @@ int tally_stats_group_path(const struct tally_stats_group *g, char *buf,
  * @delta: the change; must be >= 0 for an event.
  *
  * No lock, no allocation, no atomic on the common path, never waits: one
- * restartable sequence adds @delta to the group's per-CPU value and
- * min(|@delta|, threshold + 1) to the per-CPU threshold counts of the
+ * restartable sequence adds @delta to the group's per-CPU value and the
+ * hint min(|@delta|, threshold + 1) to the per-CPU threshold counts of the
  * group and of each ancestor; once per batch a count moves to its group's
- * atomic.  The first update of a group on a CPU since its last flush also
- * pushes it on that CPU's list.  A @delta of 0 does nothing.  Values wrap
- * modulo 2^64 (any delta, LONG_MIN included, is accepted for a state).
+ * atomic.  Each CPU of a tree also has a hint cache, taken by a group
+ * updated twice in a row there: while it lasts, the hint goes to the
+ * cache instead of the counts, and the update costs the same at any
+ * depth; once the cache would hold half a batch it moves to the overs of
+ * the group and its ancestors (so a group flushes past batch x nr_cpus
+ * less half a batch per CPU, and tally_stats_read_bound() holds).  The
+ * first update of a group on a CPU since its last flush also pushes it on
+ * that CPU's list.  A @delta of 0 does nothing.  Values wrap modulo 2^64
+ * (any delta, LONG_MIN included, is accepted for a state).
  *
  * Context: MT-safe, async-signal-safe: one restartable sequence and atomics, at
  * most a futex wake (which never blocks); no lock, no allocation, never waits.

@@ -293,6 +293,7 @@ static void link_updated(struct tally_stats_group *g, unsigned int cpu)
 		if (fp->linked)
 			return;
 		fp->linked = true;
+		__atomic_add_fetch(&g->nr_linked, 1, __ATOMIC_RELAXED);
 		fp->marked = idle_mark(true);
 		if (g->parent) {
 			struct stats_fpcpu *pfp = fpcpu_of(g->parent, cpu);
@@ -457,6 +458,17 @@ static void prune_children(struct stats_fpcpu *fp, unsigned int cpu)
 }
 
 /*
+ * @n leaves the CPU's updated tree: its values are folded, and no update
+ * it could have missed is left.  The release orders the fold's stores
+ * before the count a quiet read (stats_group_clean()) loads.
+ */
+static void unlink_node(struct tally_stats_group *n, struct stats_fpcpu *fp)
+{
+	fp->linked = false;
+	__atomic_sub_fetch(&n->nr_linked, 1, __ATOMIC_RELEASE);
+}
+
+/*
  * Pass 2 on one CPU, flush_lock held: fold G's updated subtree children
  * first, then unlink every group that nobody re-queued since pass 1, whose
  * idle mark a barrier settled and that keeps no linked child.  A re-queued
@@ -486,7 +498,7 @@ static uint64_t fold_cpu(struct tally_stats_group *g, unsigned int cpu,
 				    __ATOMIC_SEQ_CST) != QUEUE_IDLE)
 			continue;
 		if (mark_settled(done, fp->marked))
-			fp->linked = false;
+			unlink_node(n, fp);
 		else
 			*unsettled = true;
 	}
@@ -568,6 +580,29 @@ void stats_flush_subtree(struct tally_stats_tree *t,
 		stats_count_info(&t->info.root_flushes, 1);
 		__atomic_store_n(&t->last_root_flush, start, __ATOMIC_RELAXED);
 	}
+}
+
+/*
+ * Whether a flush of @g would fold nothing: @g has no child, and on every
+ * CPU it is idle and out of the updated tree.  Then every update of @g
+ * that happens before the call was folded, and the fold's stores are
+ * visible: an update claims (g, cpu) after its stat store, a pop links it
+ * before pass 1 makes it idle again, and only pass 2 unlinks it, after
+ * folding every update that did not claim it (the release in
+ * unlink_node()).  Each load here is an acquire, in that order: a queued
+ * seen idle from pass 1 makes the link before it visible.
+ */
+bool stats_group_clean(const struct tally_stats_group *g)
+{
+	const struct tally_stats_tree *t = g->tree;
+
+	if (__atomic_load_n(&g->first_child, __ATOMIC_ACQUIRE))
+		return false;
+	for (unsigned int cpu = 0; cpu < t->domain->nr_cpus; cpu++)
+		if (__atomic_load_n(&pcpu_of(g, cpu)->queued,
+				    __ATOMIC_ACQUIRE) != QUEUE_IDLE)
+			return false;
+	return !__atomic_load_n(&g->nr_linked, __ATOMIC_ACQUIRE);
 }
 
 void stats_flush_init(struct tally_stats_tree *t)

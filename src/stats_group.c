@@ -314,7 +314,8 @@ int stats_group_create_owned(struct tally_stats_group *parent,
 		g->next_sibling = parent->first_child;
 		if (parent->first_child)
 			parent->first_child->prev_sibling = g;
-		parent->first_child = g;
+		/* Loaded without the lock by stats_group_clean(). */
+		__atomic_store_n(&parent->first_child, g, __ATOMIC_RELEASE);
 		g->hash_next = *b;
 		*b = g;
 		t->nr_hashed++;
@@ -342,7 +343,8 @@ int stats_group_detach(struct tally_stats_group *g)
 	if (g->prev_sibling)
 		g->prev_sibling->next_sibling = g->next_sibling;
 	else
-		g->parent->first_child = g->next_sibling;
+		__atomic_store_n(&g->parent->first_child, g->next_sibling,
+				 __ATOMIC_RELEASE);
 	if (g->next_sibling)
 		g->next_sibling->prev_sibling = g->prev_sibling;
 	unhash(g);

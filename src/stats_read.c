@@ -7,7 +7,11 @@
  * or the periodic flusher's lateness), asks the tree's design to do it,
  * then loads the flushed values: O(1) per stat when no flush is needed.
  *
- * TALLY design.  Each group carries a share (under coord_lock): whether a
+ * TALLY design.  A leaf that no update reached since its last flush (idle
+ * and out of every CPU's updated tree: stats_group_clean()) needs no
+ * flush: its read touches only the leaf's own lines, however busy the
+ * tree around it.  Otherwise each group carries a share (under
+ * coord_lock): whether a
  * flush of it is active, with the stamp it started with, whether one is
  * queued behind it, and the stamp of the last one done.  Stamps increase
  * with each flush started.  A reader of G arriving when the clock reads
@@ -125,6 +129,16 @@ static bool tally_flush(struct tally_stats_group *g, bool fresh)
 	uint64_t arrival;
 	bool waited = false;
 
+	/*
+	 * A leaf nobody updated since its last flush: nothing to fold, and
+	 * what was folded is visible: a flush that visits nothing, done by
+	 * looking.  Not the root: a root flush also tells ratelimited reads
+	 * when the tree was last flushed.
+	 */
+	if (g->parent && stats_group_clean(g)) {
+		stats_count_info(&t->info.flushes, 1);
+		return true;
+	}
 	pthread_mutex_lock(&t->coord_lock);
 	arrival = t->flush_clock;
 	/* Not fresh: a covering flush already running serves too. */

@@ -23,7 +23,9 @@
  *     reflect every update that happens before the read begins (the
  *     reading thread's own, and those of threads it synchronised with
  *     since: a lock, a join, an acquire load of what the updater stored
- *     after updating).  Concurrent readers share flushes instead of
+ *     after updating).  A read of a leaf that no update reached since it
+ *     was last flushed needs no flush and takes no lock, however busy the
+ *     tree around it.  Concurrent readers share flushes instead of
  *     repeating them; a reader whose shared flush stalls (its flusher
  *     preempted or stopped) stops waiting after a few times what a flush
  *     of the group takes and flushes the group itself.
@@ -491,7 +493,9 @@ int tally_stats_periodic_tick(struct tally_stats_tree *t);
 
 /**
  * struct tally_stats_info - what the tree has done, for tests and tools.
- * @flushes: flushes run (a subtree or the root).
+ * @flushes: flushes run (a subtree or the root); a read of a leaf that
+ *	no update reached since it was last flushed counts as one that
+ *	visited nothing.
  * @root_flushes: flushes of the root.
  * @groups_flushed: (group, CPU) pairs visited by flushes.
  * @shared_waits: reads that waited for another reader's flush.

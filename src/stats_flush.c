@@ -115,7 +115,23 @@ static struct {
 	unsigned long started;	/* tickets taken */
 	unsigned long done;	/* the highest ticket whose barrier completed */
 	uint64_t last_ns;	/* when stats_flush_settle() last issued one */
-} barriers __attribute__((aligned(STATS_CACHELINE)));
+	/*
+	 * Least CLOCK_MONOTONIC_COARSE time between two (a few ns to read,
+	 * against tens for the precise clock, on every flush): SETTLE_NS
+	 * plus its resolution, so that SETTLE_NS really passed.
+	 */
+	uint64_t gap_ns;
+} barriers __attribute__((aligned(STATS_CACHELINE))) = {
+	.gap_ns = 2 * SETTLE_NS,
+};
+
+static uint64_t coarse_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 /* --- barrier ------------------------------------------------------------ */
 
@@ -133,6 +149,12 @@ static int membarrier_cmd(int cmd, enum tally_inject_point point)
 static void setup_barrier_mode(void)
 {
 	const char *env = getenv("TALLY_MEMBARRIER");
+	struct timespec res;
+
+	if (!clock_getres(CLOCK_MONOTONIC_COARSE, &res) && !res.tv_sec)
+		__atomic_store_n(&barriers.gap_ns,
+				 SETTLE_NS + (uint64_t)res.tv_nsec,
+				 __ATOMIC_RELAXED);
 
 	if ((env && !strcmp(env, "off")) ||
 	    syscall(__NR_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED,
@@ -243,9 +265,9 @@ void stats_flush_settle(struct tally_stats_tree *t)
 
 	if (!__atomic_load_n(&t->unsettled, __ATOMIC_RELAXED))
 		return;
-	now = stats_mono_ns();
+	now = coarse_ns();
 	last = __atomic_load_n(&barriers.last_ns, __ATOMIC_RELAXED);
-	if (now - last < SETTLE_NS ||
+	if (now - last < __atomic_load_n(&barriers.gap_ns, __ATOMIC_RELAXED) ||
 	    !__atomic_compare_exchange_n(&barriers.last_ns, &last, now, false,
 					 __ATOMIC_RELAXED, __ATOMIC_RELAXED))
 		return;
@@ -524,8 +546,9 @@ static uint64_t fold_cpu(struct tally_stats_group *g, unsigned int cpu,
  * flush_lock.  Both at once need no barrier between them: what an update
  * racing with the mark hides from the fold stays linked, unsettled.
  */
-static void flush_cpu(struct tally_stats_tree *t, struct tally_stats_group *g,
-		      unsigned int cpu, bool mark, bool fold, bool immediate)
+static uint64_t flush_cpu(struct tally_stats_tree *t,
+			  struct tally_stats_group *g, unsigned int cpu,
+			  bool mark, bool fold, bool immediate)
 {
 	bool unsettled = false;
 	uint64_t visited = 0;
@@ -542,16 +565,17 @@ static void flush_cpu(struct tally_stats_tree *t, struct tally_stats_group *g,
 	if (fold)
 		visited = fold_cpu(g, cpu, &unsettled);
 	pthread_mutex_unlock(&t->flush_lock);
-	if (unsettled)
+	if (unsettled && !__atomic_load_n(&t->unsettled, __ATOMIC_RELAXED))
 		__atomic_store_n(&t->unsettled, true, __ATOMIC_RELAXED);
-	stats_count_info(&t->info.groups_flushed, visited);
+	return visited;
 }
 
 void stats_flush_subtree(struct tally_stats_tree *t,
 			 struct tally_stats_group *g, bool settle)
 {
 	unsigned int nr = t->domain->nr_cpus;
-	uint64_t start = stats_now(t);
+	/* The clock only for a root flush: ratelimited reads look at it. */
+	uint64_t start = g->parent ? 0 : stats_now(t), visited = 0;
 	/* Updates fence or are seq_cst atomics: a fence settles the marks. */
 	bool immediate = t->simulated ||
 			 __atomic_load_n(&stats_barrier_state,
@@ -567,14 +591,15 @@ void stats_flush_subtree(struct tally_stats_tree *t,
 		tally_inject(TALLY_INJECT_FLUSH_BETWEEN_PASSES);
 		ticketed_barrier(t);
 		for (unsigned int cpu = 0; cpu < nr; cpu++)
-			flush_cpu(t, g, cpu, false, true, false);
+			visited += flush_cpu(t, g, cpu, false, true, false);
 	} else {
 		for (unsigned int cpu = 0; cpu < nr; cpu++) {
-			flush_cpu(t, g, cpu, true, true, immediate);
+			visited += flush_cpu(t, g, cpu, true, true, immediate);
 			if (!cpu)
 				tally_inject(TALLY_INJECT_FLUSH_BETWEEN_PASSES);
 		}
 	}
+	stats_count_info(&t->info.groups_flushed, visited);
 	stats_count_info(&t->info.flushes, 1);
 	if (!g->parent) {
 		stats_count_info(&t->info.root_flushes, 1);

@@ -159,8 +159,12 @@ int tally_stats_tree_create(struct tally_stats_tree **out,
 	}
 	t->threshold = t->batch * t->domain->nr_cpus;
 	t->simulated = t->domain->simulated;
-	/* Without rseq updates no group takes the hint cache. */
-	t->cache_cap = !t->simulated && t->batch / 2 >= 2 ? t->batch / 2 : 0;
+	/*
+	 * A quarter batch: the larger, the rarer a run of updates of one
+	 * group goes to its chain, and the earlier groups flush.  Without
+	 * rseq updates no group takes the hint cache.
+	 */
+	t->cache_cap = !t->simulated && t->batch / 4 >= 2 ? t->batch / 4 : 0;
 	t->flush_at = t->threshold -
 		      t->domain->nr_cpus * (t->cache_cap ? t->cache_cap - 1 : 0);
 	t->period_ns = o.period_ns ? o.period_ns : DEFAULT_PERIOD_NS;

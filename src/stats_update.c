@@ -4,21 +4,20 @@
  *
  * tally_stats_mod(G, i, delta) on CPU c, no lock and no allocation:
  *
- *   1. one rseq sequence adds hint = min(|delta|, threshold + 1) to c's
- *      hint cache if G holds it and it has room (below half a batch), and
- *      commits delta to G's stat[i] on c: two lines, the tree's for c and
- *      G's, so a run of updates of one group costs the same at any depth;
- *      a full cache goes to the overs of G's chain first (a load each
- *      while they are past the threshold);
- *   1'. otherwise one rseq sequence adds the hint (with what the cache
- *      held for G, if G's cache was full) to the per-CPU threshold count
- *      of G and of each ancestor (the chain: byte offsets kept in G, the
- *      same on every CPU, so no pointer chasing), then commits delta; G
- *      takes the cache if it held nothing;
+ *   1. if G holds c's hint cache (G was updated twice in a row on c) and
+ *      it has room, one rseq sequence adds hint = min(|delta|, threshold
+ *      + 1) to it and commits delta to G's stat[i] on c: two lines, the
+ *      tree's for c and G's, so a run of updates of one group costs the
+ *      same at any depth; a cache that would reach a quarter batch goes to
+ *      the overs of G's chain first (a load each while they are past the
+ *      flush point);
+ *   1'. otherwise one rseq sequence adds the hint to the per-CPU
+ *      threshold count of G and of each ancestor (the chain: byte offsets
+ *      kept in G, the same on every CPU, so no pointer chasing), then
+ *      commits delta;
  *   2. if (G, c) is idle, claims it (idle -> listed) and pushes it on c's
  *      lock-free list; c's pushing count covers the claim and the push;
- *   3. once a count reaches half a batch (the batch on a simulated domain,
- *      where no group takes the cache), it moves to its group's over with
+ *   3. once a count reaches the batch, it moves to its group's over with
  *      an atomic exchange on c's slot, c being the CPU of step 1' even if
  *      the thread migrated since.
  *
@@ -26,17 +25,18 @@
  * folded belongs to a (group, CPU) that is listed or linked, or that a
  * flush between its two passes reads.  Invariant kept for if-needed reads:
  * of the |delta| an update adds, at most batch - 1 per CPU and chain level
- * stays out of over (less than half a batch in the count, less than half
- * in the cache); the cap keeps every count far from overflow (one capped
- * hint already crosses the threshold, which is all a read needs).
+ * stays out of over, and less than a quarter batch per CPU in its hint
+ * cache, which groups count against their threshold (flush_at); the cap
+ * keeps every count far from overflow (one capped hint already crosses
+ * the threshold, which is all a read needs).
  *
  * Cost: a run of updates of one group on a CPU: two plain adds in one
- * sequence and a queued-flag load, at any depth; once per half batch the
- * chain.  Updates that alternate between groups: O(depth) plain adds in
- * one sequence after the cache check.  The claim and push (two atomics)
- * once per group and CPU between flushes; one atomic exchange per chain
- * level per half batch.  With membarrier() (the default) no fence either;
- * without it a full fence per update.
+ * sequence and a queued-flag load, at any depth; once per quarter batch
+ * a load per chain level.  Updates that alternate between groups: O(depth)
+ * plain adds in one sequence after a look at the CPU's cache.  The claim
+ * and push (two atomics) once per group and CPU between flushes; one
+ * atomic exchange per chain level per batch.  With membarrier() (the
+ * default) no fence either; without it a full fence per update.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -190,66 +190,130 @@ static inline long hint_of(const struct tally_stats_group *g, long delta)
  * go to that group, the hint is added to the cache, in the CPU's line of
  * the tree, instead of to a count per chain level, one line each.  Neither
  * the group nor its ancestors see it until the cache would reach cache_cap
- * (half a batch): then the update empties it into the chain's overs.
- * The cache holds less than half a batch and the counts move from half a
- * batch: a CPU still holds back at most batch - 1 of a group's subtree,
- * the read bound's share.
+ * (a quarter batch): then the update empties it into the chain's overs.
+ * A group flushes past flush_at, its threshold less cache_cap - 1 per CPU:
+ * the read bound still holds.
  *
- * A cache holding nothing is taken by the next group that misses it.  Only
- * updates of the cached group add to it, and only they empty it, so no
- * update ever touches another group than its own.  A group is evicted when
- * it is destroyed (stats_hcache_evict()).  Without rseq (fallback mode,
- * simulated CPUs) no group takes the cache.
+ * A cache holding nothing is taken by a group updated twice in a row on
+ * the CPU (not by every group of a spread of updates, each taking it from
+ * the last before it was used).  Only updates of the cached group add to
+ * it, and only they empty it, so no update ever touches another group
+ * than its own.  A group is evicted when it is destroyed
+ * (stats_hcache_evict()).  Without rseq (fallback mode, simulated CPUs)
+ * no group takes the cache.
  */
-enum hcache_result { HC_HIT, HC_FULL, HC_OTHER };
+enum hc_result { HC_DONE, HC_FULL, HC_UNREGISTERED };
 
 /*
- * One sequence on the current CPU: if @g holds the cache and it has room
- * for @hint, add @hint to it and commit @v to @stat, and set *@unit to the
- * CPU's distance from CPU 0's copies.  Otherwise no store, and why: the
- * cache is @g's but full, or it is not @g's (or this thread has no rseq
- * area).
+ * The sequence of an update, on the current CPU c, with c's cache at r11:
+ *
+ *   - @g holds the cache: hint added to it unless that fills it (then
+ *     out to "full", no store);
+ *   - otherwise: hint added to each count of the chain, ORed into acc;
+ *     if the cache holds nothing, @g takes it when it made the CPU's last
+ *     update that missed it too (prev), else becomes prev;
+ *
+ * then the commit of @v to @stat.  The stores before the commit are redone
+ * if the sequence restarts: a hint may be counted twice (a flush a little
+ * early), a cache taken twice by the same group.
  */
-static inline enum hcache_result hcache_add(struct stats_hcache *hc,
-					    const struct tally_stats_group *g,
-					    long hint, unsigned long cap,
-					    long *stat, long v, size_t *unit)
+/* Each count of the chain (r8: offsets, r10: this CPU's copy of pcpu). */
+#define HC_LEVELS_							\
+	"movl %c[o_nr](%[g]), %%ecx\n\t"				\
+	"11:\n\t"							\
+	"movq (%%r8), %%r9\n\t"					\
+	"movq (%%r10,%%r9), %%r11\n\t"				\
+	"addq %[hint], %%r11\n\t"					\
+	"movq %%r11, (%%r10,%%r9)\n\t"				\
+	"orq %%r11, %[acc]\n\t"					\
+	"addq $8, %%r8\n\t"						\
+	"decl %%ecx\n\t"						\
+	"jnz 11b\n\t"
+
+/*
+ * The rseq area's operands, addressed from %fs: no register for the
+ * area's address.
+ */
+#define HC_AREA_OPERANDS_(off)						\
+	[rseq_off] "r" (off),						\
+	[rseq_cs] "m" (*(__seg_fs uint64_t *)((off) + TALLY_RSEQ_CS_OFFSET)), \
+	[cpu_id] "m" (*(__seg_fs uint32_t *)((off) +			\
+					       TALLY_RSEQ_CPU_ID_OFFSET)) \
+	TALLY_RSEQ_DELAY_OPERAND_
+
+#define HC_CS_							\
+	__asm__ __volatile__ goto(					\
+		TALLY_RSEQ_CS_BEGIN_("%%r9")				\
+		"shlq %[shift], %%rax\n\t"				\
+		"xorl %k[acc], %k[acc]\n\t"				\
+		"movq %c[o_hc](%[g]), %%r11\n\t"			\
+		"addq %%rax, %%r11\n\t"					\
+		"cmpq %[g], (%%r11)\n\t"				\
+		"jne 10f\n\t"						\
+		"movq 8(%%r11), %%r9\n\t"				\
+		"addq %[hint], %%r9\n\t"				\
+		"cmpq %c[o_cap](%[g]), %%r9\n\t"			\
+		"jae %l[full]\n\t"					\
+		"movq %%r9, 8(%%r11)\n\t"				\
+		"jmp 20f\n\t"						\
+		"10:\n\t"						\
+		"movq %c[o_pcpu](%[g]), %%r10\n\t"			\
+		"addq %%rax, %%r10\n\t"					\
+		"movq %c[o_chain](%[g]), %%r8\n\t"			\
+		HC_LEVELS_						\
+		"cmpq $0, %c[o_cap](%[g])\n\t"				\
+		"je 20f\n\t"						\
+		"movq %c[o_hc](%[g]), %%r11\n\t"			\
+		"addq %%rax, %%r11\n\t"					\
+		"cmpq $0, 8(%%r11)\n\t"					\
+		"jne 20f\n\t"						\
+		"cmpq %[g], 16(%%r11)\n\t"				\
+		"je 15f\n\t"						\
+		"movq %[g], 16(%%r11)\n\t"				\
+		"jmp 20f\n\t"						\
+		"15:\n\t"						\
+		"movq %[g], (%%r11)\n\t"				\
+		"20:\n\t"						\
+		"addq %[v], (%[stat],%%rax)\n\t"			\
+		"2:\n\t"						\
+		: [c] "=&a" (c), [acc] "=&r" (acc)			\
+		: HC_AREA_OPERANDS_(off),				\
+		  [g] "r" (g), [hint] "r" (hint), [stat] "r" (stat),	\
+		  [v] "r" (v),						\
+		  [shift] "i" (TALLY_PERCPU_UNIT_SHIFT),		\
+		  [o_hc] "i" (offsetof(struct tally_stats_group, hcache)), \
+		  [o_cap] "i" (offsetof(struct tally_stats_group, cache_cap)), \
+		  [o_pcpu] "i" (offsetof(struct tally_stats_group, pcpu)), \
+		  [o_chain] "i" (offsetof(struct tally_stats_group, chain_offs)), \
+		  [o_nr] "i" (offsetof(struct tally_stats_group, nr_chain)) \
+		: "rcx", "r8", "r9", "r10", "r11", "memory", "cc"	\
+		: aborted, unregistered, full)
+
+/*
+ * The update of @stat (a per-CPU pointer into @g's stats) by @v with
+ * @hint, in one sequence: through the cache or the chain (see above).
+ * Sets *@unit to the CPU's distance from CPU 0's copies and *@acc to the
+ * OR of the chain's counts it added to (0 through the cache).
+ */
+static inline enum hc_result hc_update(const struct tally_stats_group *g,
+				       long hint, long *stat, long v,
+				       size_t *unit, unsigned long *acc_out)
 {
 	ptrdiff_t off = tally_rseq_area_offset;
-	unsigned char *rs = TALLY_RSEQ_AREA_(off);
 	unsigned long c, acc;
 
 retry:
-	__asm__ __volatile__ goto(
-		TALLY_RSEQ_CS_BEGIN_("%%rcx")
-		"shlq %[shift], %%rax\n\t"
-		"movq %%rax, %[c]\n\t"
-		"cmpq %[g], (%[hc],%%rax)\n\t"
-		"jne %l[other]\n\t"
-		"movq 8(%[hc],%%rax), %[acc]\n\t"
-		"addq %[hint], %[acc]\n\t"
-		"cmpq %[cap], %[acc]\n\t"
-		"jae %l[full]\n\t"
-		"movq %[acc], 8(%[hc],%%rax)\n\t"
-		"addq %[v], (%[stat],%%rax)\n\t"
-		"2:\n\t"
-		: [c] "=&r" (c), [acc] "=&r" (acc)
-		: TALLY_RSEQ_AREA_OPERANDS_(off, rs),
-		  [hc] "r" (hc), [g] "r" (g), [hint] "r" (hint),
-		  [cap] "r" (cap), [stat] "r" (stat), [v] "r" (v),
-		  [shift] "i" (TALLY_PERCPU_UNIT_SHIFT)
-		: TALLY_RSEQ_DELAY_CLOBBER_ "rax", "memory", "cc"
-		: aborted, unregistered, full, other);
+	HC_CS_;
 	*unit = c;
-	return HC_HIT;
+	*acc_out = acc;
+	return HC_DONE;
 aborted:
 	TALLY_RSEQ_COUNT_ABORT_();
 	goto retry;
 full:
 	return HC_FULL;
 unregistered:
-other:
-	return HC_OTHER;
+	return HC_UNREGISTERED;
 }
 
 /* Empty @g's cache on the current CPU: what it held (0 if not @g's). */
@@ -283,37 +347,6 @@ aborted:
 unregistered:
 other:
 	return 0;
-}
-
-/* @g takes the cache of the current CPU if it holds nothing. */
-static __attribute__((noinline)) void hcache_install(struct stats_hcache *hc,
-			   struct tally_stats_group *g)
-{
-	ptrdiff_t off = tally_rseq_area_offset;
-	unsigned char *rs = TALLY_RSEQ_AREA_(off);
-
-retry:
-	__asm__ __volatile__ goto(
-		TALLY_RSEQ_CS_BEGIN_("%%rcx")
-		"shlq %[shift], %%rax\n\t"
-		"addq %[hc], %%rax\n\t"
-		"cmpq $0, 8(%%rax)\n\t"
-		"jne %l[busy]\n\t"
-		"movq %[g], (%%rax)\n\t"
-		"2:\n\t"
-		:
-		: TALLY_RSEQ_AREA_OPERANDS_(off, rs),
-		  [hc] "r" (hc), [g] "r" (g),
-		  [shift] "i" (TALLY_PERCPU_UNIT_SHIFT)
-		: TALLY_RSEQ_DELAY_CLOBBER_ "rax", "memory", "cc"
-		: aborted, unregistered, busy);
-	return;
-aborted:
-	TALLY_RSEQ_COUNT_ABORT_();
-	goto retry;
-unregistered:
-busy:
-	return;
 }
 
 /*
@@ -351,54 +384,48 @@ void stats_hcache_evict(struct tally_stats_group *g)
 
 /* --- updates ------------------------------------------------------------- */
 
-/*
- * @g's cache is full on this CPU: what it held goes to the overs of the
- * chain (once per half batch: a load each while they are past the
- * threshold), then the update goes to the emptied cache.  Returns whether
- * it did (false: the cache changed hands meanwhile, or @hint alone fills
- * it).
- */
-static __attribute__((noinline)) bool
-mod_full(struct tally_stats_group *g, unsigned int stat, long delta,
-	 long hint)
+/* After the sequence committed on the CPU @unit bytes from CPU 0's. */
+static inline void after_update(struct tally_stats_group *g, size_t unit,
+				unsigned long acc)
 {
-	long held = hcache_take(g->hcache, g);
-	size_t unit;
-
-	if (held)
-		charge_overs(g, held);
-	if (hcache_add(g->hcache, g, hint, g->cache_cap, &g->pcpu->stat[stat],
-		       delta, &unit) != HC_HIT)
-		return false;
 	tally_inject(TALLY_INJECT_STATS_AFTER_COMMIT);
 	after_commit(g, unit, stats_updates_fence());
-	return true;
+	if (__builtin_expect(acc >= g->batch, 0))
+		move_counts(g, (unsigned int)(unit >> TALLY_PERCPU_UNIT_SHIFT));
 }
 
 /*
- * The cache of the CPU this thread last ran on, read without a sequence:
- * which path to try (the sequence checks again).  NULL before this thread
- * has an rseq area (fallback mode, a thread's first update in own mode).
+ * The update when @g's cache is full on this CPU, or this thread has no
+ * rseq area yet.  Full: what the cache held goes to the overs of the
+ * chain (once per quarter batch: a load each while they are past
+ * flush_at), and the update to the chain; the next finds the cache empty.
+ * No rseq area: the chain, whose slow path registers the thread or takes
+ * the fallback.
  */
-static inline struct stats_hcache *hcache_peek(const struct tally_stats_group *g)
+static __attribute__((noinline)) int
+mod_slow(struct tally_stats_group *g, unsigned int stat, long delta,
+	 long hint, enum hc_result why)
 {
-	ptrdiff_t off = tally_rseq_area_offset;
-	int32_t cpu;
+	unsigned long acc;
+	unsigned int cpu;
 
-	if (!off || !g->cache_cap)
-		return NULL;
-	cpu = (int32_t)__atomic_load_n(
-		(uint32_t *)(TALLY_RSEQ_AREA_(off) + TALLY_RSEQ_CPU_ID_OFFSET),
-		__ATOMIC_RELAXED);
-	return cpu < 0 ? NULL : tally_percpu_ptr(g->hcache, (unsigned int)cpu);
+	if (why == HC_FULL) {
+		long held = hcache_take(g->hcache, g);
+
+		if (held)
+			charge_overs(g, held);
+	}
+	acc = tally_percpu_add_hints((long *)g->pcpu, g->chain_offs,
+				     g->nr_chain, hint, &g->pcpu->stat[stat],
+				     delta, &cpu);
+	after_update(g, (size_t)cpu << TALLY_PERCPU_UNIT_SHIFT, acc);
+	return 0;
 }
 
 int tally_stats_mod(struct tally_stats_group *g, unsigned int stat, long delta)
 {
-	struct stats_hcache *hc;
-	struct tally_stats_group *last = NULL;
+	enum hc_result why;
 	unsigned long acc;
-	unsigned int cpu;
 	size_t unit;
 	long hint;
 	int err = check_update(g, stat, delta);
@@ -406,45 +433,10 @@ int tally_stats_mod(struct tally_stats_group *g, unsigned int stat, long delta)
 	if (__builtin_expect(err || g->simulated || !delta, 0))
 		return err ? err : g->simulated ? -EINVAL : 0;
 	hint = hint_of(g, delta);
-	hc = hcache_peek(g);
-	if (hc)
-		last = __atomic_load_n(&hc->last, __ATOMIC_RELAXED);
-	if (last == g) {
-		switch (hcache_add(g->hcache, g, hint, g->cache_cap,
-				   &g->pcpu->stat[stat], delta, &unit)) {
-		case HC_HIT:
-			tally_inject(TALLY_INJECT_STATS_AFTER_COMMIT);
-			after_commit(g, unit, stats_updates_fence());
-			return 0;
-		case HC_FULL:
-			if (mod_full(g, stat, delta, hint))
-				return 0;
-			break;
-		default:
-			break;
-		}
-	}
-	/* Another group's cache (or none): the chain, as without a cache. */
-	acc = tally_percpu_add_hints((long *)g->pcpu, g->chain_offs,
-				     g->nr_chain, hint, &g->pcpu->stat[stat],
-				     delta, &cpu);
-	tally_inject(TALLY_INJECT_STATS_AFTER_COMMIT);
-	after_commit(g, (size_t)cpu << TALLY_PERCPU_UNIT_SHIFT,
-		     stats_updates_fence());
-	if (__builtin_expect(acc >= g->batch, 0))
-		move_counts(g, cpu);
-	/*
-	 * An empty cache goes to a group updated twice in a row on the CPU,
-	 * not to each group of a spread of updates (each would take it from
-	 * the one before, which never used it).  A cache in use is kept by
-	 * its group until it fills.
-	 */
-	if (hc && last != g && !__atomic_load_n(&hc->acc, __ATOMIC_RELAXED)) {
-		if (__atomic_load_n(&hc->prev, __ATOMIC_RELAXED) == g)
-			hcache_install(g->hcache, g);
-		else
-			__atomic_store_n(&hc->prev, g, __ATOMIC_RELAXED);
-	}
+	why = hc_update(g, hint, &g->pcpu->stat[stat], delta, &unit, &acc);
+	if (__builtin_expect(why != HC_DONE, 0))
+		return mod_slow(g, stat, delta, hint, why);
+	after_update(g, unit, acc);
 	return 0;
 }
 

@@ -342,9 +342,9 @@ int tally_stats_group_path(const struct tally_stats_group *g, char *buf,
  * atomic.  Each CPU of a tree also has a hint cache, taken by a group
  * updated twice in a row there: while it lasts, the hint goes to the
  * cache instead of the counts, and the update costs the same at any
- * depth; once the cache would hold half a batch it moves to the overs of
- * the group and its ancestors (so a group flushes past batch x nr_cpus
- * less half a batch per CPU, and tally_stats_read_bound() holds).  The
+ * depth; once the cache would hold a quarter batch it moves to the overs
+ * of the group and its ancestors (so a group flushes past batch x nr_cpus
+ * less a quarter batch per CPU, and tally_stats_read_bound() holds).  The
  * first update of a group on a CPU since its last flush also pushes it on
  * that CPU's list.  A @delta of 0 does nothing.  Values wrap modulo 2^64
  * (any delta, LONG_MIN included, is accepted for a state).

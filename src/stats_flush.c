@@ -278,7 +278,7 @@ void stats_flush_settle(struct tally_stats_tree *t)
 
 /* --- waiting for pushes ------------------------------------------------- */
 
-static void wait_for_pushes(unsigned int *pushing)
+void stats_wait_for_pushes(unsigned int *pushing)
 {
 	for (unsigned int spins = 0;; spins++) {
 		unsigned int v = __atomic_load_n(pushing, __ATOMIC_ACQUIRE);
@@ -555,7 +555,7 @@ static uint64_t flush_cpu(struct tally_stats_tree *t,
 
 	/* Claims seen by updates that completed before us are pushed. */
 	if (mark)
-		wait_for_pushes(tally_percpu_ptr(t->pushing, cpu));
+		stats_wait_for_pushes(tally_percpu_ptr(t->pushing, cpu));
 	pthread_mutex_lock(&t->flush_lock);
 	pop_updates(t, cpu);
 	if (mark)
@@ -673,23 +673,39 @@ static void relist_claimed(struct tally_stats_group *g, void *arg)
 	}
 }
 
+/* A taker of a cache in a parent thread may have left @g's count. */
+static void release_cached(struct tally_stats_group *g, void *arg)
+{
+	(void)arg;
+	for (unsigned int cpu = 0; cpu < g->tree->domain->nr_cpus; cpu++)
+		stats_hcache_fork_child(g, cpu);
+}
+
 /*
  * The child has only the forking thread.  A thread caught between
  * claiming a group and pushing it never pushes it here, and the CPU's
  * pushing count would never drop: such a CPU's list is rebuilt from the
- * groups marked listed.  Flushes the parent's threads were running left
- * groups linked, which the next flush visits: nothing to undo.
+ * groups marked listed.  A thread caught taking a CPU's hint cache
+ * (counted there too) never moves the count it took over: every group's
+ * cached counts on CPUs whose cache names another group go to their
+ * chains.  Flushes the parent's threads were running left groups linked,
+ * which the next flush visits: nothing to undo.
  */
 void stats_flush_fork_child(struct tally_stats_tree *t)
 {
+	bool caught = false;
+
 	tally_mutex_reset(&t->flush_lock);
 	for (unsigned int cpu = 0; cpu < t->domain->nr_cpus; cpu++) {
 		unsigned int *pushing = tally_percpu_ptr(t->pushing, cpu);
 
 		if (!*pushing)
 			continue;
+		caught = true;
 		*pushing = 0;
 		*(struct stats_pcpu **)tally_percpu_ptr(t->lists, cpu) = NULL;
 		stats_for_each_group(t, relist_claimed, &cpu);
 	}
+	if (caught)
+		stats_for_each_group(t, release_cached, NULL);
 }

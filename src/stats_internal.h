@@ -53,6 +53,8 @@ enum {
  */
 struct stats_pcpu {
 	long count;			/* threshold hint not yet in over */
+	long cacc;			/* hint cached while the group holds
+					 * the CPU's cache (stats_update.c) */
 	int queued;
 	struct stats_pcpu *next;	/* the CPU's update list */
 	struct tally_stats_group *group;	/* set by the pushing update */
@@ -60,15 +62,13 @@ struct stats_pcpu {
 };
 
 /*
- * Per (tree, CPU): the hint cache (stats_update.c).  @acc holds the
- * threshold hint of @last's updates on the CPU that no count of its chain
- * has yet; below the group's cache_cap.  @prev is only a hint of who
- * should take the cache.
+ * Per (tree, CPU): the hint cache (stats_update.c).  @last names the group
+ * whose cached count (stats_pcpu.cacc) on the CPU its chain has not seen
+ * yet; @prev, the group of the CPU's last update that missed the cache, is
+ * only a hint of who should take it.
  */
 struct stats_hcache {
 	struct tally_stats_group *last;
-	long acc;
-	/* The group of the CPU's last update that missed the cache. */
 	struct tally_stats_group *prev;
 };
 
@@ -314,6 +314,8 @@ void stats_for_each_group(struct tally_stats_tree *t,
  * it, and what they held for it is in its chain's overs.
  */
 void stats_hcache_evict(struct tally_stats_group *g);
+/* In a child of fork(): @g's cached count on @cpu, if a taker left it. */
+void stats_hcache_fork_child(struct tally_stats_group *g, unsigned int cpu);
 
 /* --- stats_flush.c ------------------------------------------------------ */
 
@@ -341,6 +343,12 @@ void stats_flush_subtree(struct tally_stats_tree *t,
  * none for SETTLE_NS.
  */
 void stats_flush_settle(struct tally_stats_tree *t);
+/*
+ * Return once @pushing (a CPU's count of claims being pushed and caches
+ * being taken) is 0: a short spin, then futex sleeps until the last one
+ * wakes it.
+ */
+void stats_wait_for_pushes(unsigned int *pushing);
 /*
  * Whether a flush of @g would fold nothing, without a lock: @g is a leaf,
  * idle and unlinked on every CPU.  O(nr_cpus) loads of @g's own lines.

@@ -185,39 +185,46 @@ static inline long hint_of(const struct tally_stats_group *g, long delta)
 /* --- the hint cache ------------------------------------------------------ */
 
 /*
- * Each CPU of a tree caches the threshold hint of one group, the last that
- * took the cache (struct stats_hcache): while consecutive updates on a CPU
- * go to that group, the hint is added to the cache, in the CPU's line of
- * the tree, instead of to a count per chain level, one line each.  Neither
- * the group nor its ancestors see it until the cache would reach cache_cap
- * (a quarter batch): then the update empties it into the chain's overs.
- * A group flushes past flush_at, its threshold less cache_cap - 1 per CPU:
- * the read bound still holds.
+ * Each CPU of a tree lends its hint cache to one group at a time, the one
+ * its stats_hcache.last names: while that group's updates run on the CPU,
+ * their hint goes to the group's own cached count there (stats_pcpu.cacc,
+ * in the line that takes the update's delta) instead of to a count per
+ * chain level, one line each; neither the group nor its ancestors see it
+ * until it would reach cache_cap (a quarter batch): then the update moves
+ * it to the chain's overs.  A group flushes past flush_at, its threshold
+ * less cache_cap - 1 per CPU: the read bound still holds, since at most
+ * one group per CPU holds a cached count that its chain has not seen.
  *
- * A cache holding nothing is taken by a group updated twice in a row on
- * the CPU (not by every group of a spread of updates, each taking it from
- * the last before it was used).  Only updates of the cached group add to
- * it, and only they empty it, so no update ever touches another group
- * than its own.  A group is evicted when it is destroyed
- * (stats_hcache_evict()).  Without rseq (fallback mode, simulated CPUs)
- * no group takes the cache.
+ * A group updated twice in a row on a CPU without the cache takes it (not
+ * every group of a spread of updates, each taking it from the last before
+ * it was used).  Taking it ends the previous group's cached count on that
+ * CPU: the taker moves it to that group's chain (steal()).  Only sequences
+ * on the CPU that find their group named add to or empty a cached count,
+ * and the taker's sequence runs on the CPU too: once it named itself, the
+ * count it takes over is still.  The previous group stays alive meanwhile:
+ * the taker counts itself in the CPU's pushing count, which a destroy
+ * waits for (stats_hcache_evict()).  Without rseq (fallback mode,
+ * simulated CPUs) no group takes the cache.
  */
 enum hc_result { HC_DONE, HC_FULL, HC_UNREGISTERED };
 
+/* Set in the OR of the counts: the group should take the CPU's cache. */
+#define HC_TAKE (1ul << 63)
+
 /*
- * The sequence of an update, on the current CPU c, with c's cache at r11:
+ * The sequence of an update on the current CPU c (r11: c's cache, r10:
+ * c's copy of @g's pcpu):
  *
- *   - @g holds the cache: hint added to it unless that fills it (then
- *     out to "full", no store);
+ *   - @g holds the cache: hint added to @g's cached count unless that
+ *     fills it (then out to "full", no store);
  *   - otherwise: hint added to each count of the chain, ORed into acc;
- *     if the cache holds nothing, @g takes it when it made the CPU's last
- *     update that missed it too (prev), else becomes prev;
+ *     if @g made the CPU's last update that missed the cache too (prev),
+ *     HC_TAKE is set in acc, else @g becomes prev;
  *
  * then the commit of @v to @stat.  The stores before the commit are redone
  * if the sequence restarts: a hint may be counted twice (a flush a little
- * early), a cache taken twice by the same group.
+ * early).
  */
-/* Each count of the chain (r8: offsets, r10: this CPU's copy of pcpu). */
 #define HC_LEVELS_							\
 	"movl %c[o_nr](%[g]), %%ecx\n\t"				\
 	"11:\n\t"							\
@@ -241,38 +248,36 @@ enum hc_result { HC_DONE, HC_FULL, HC_UNREGISTERED };
 					       TALLY_RSEQ_CPU_ID_OFFSET)) \
 	TALLY_RSEQ_DELAY_OPERAND_
 
-#define HC_CS_							\
+#define HC_CS_								\
 	__asm__ __volatile__ goto(					\
 		TALLY_RSEQ_CS_BEGIN_("%%r9")				\
 		"shlq %[shift], %%rax\n\t"				\
 		"xorl %k[acc], %k[acc]\n\t"				\
+		"movq %c[o_pcpu](%[g]), %%r10\n\t"			\
+		"addq %%rax, %%r10\n\t"					\
 		"movq %c[o_hc](%[g]), %%r11\n\t"			\
 		"addq %%rax, %%r11\n\t"					\
 		"cmpq %[g], (%%r11)\n\t"				\
 		"jne 10f\n\t"						\
-		"movq 8(%%r11), %%r9\n\t"				\
+		"movq %c[o_cacc](%%r10), %%r9\n\t"			\
 		"addq %[hint], %%r9\n\t"				\
 		"cmpq %c[o_cap](%[g]), %%r9\n\t"			\
 		"jae %l[full]\n\t"					\
-		"movq %%r9, 8(%%r11)\n\t"				\
+		"movq %%r9, %c[o_cacc](%%r10)\n\t"			\
 		"jmp 20f\n\t"						\
 		"10:\n\t"						\
-		"movq %c[o_pcpu](%[g]), %%r10\n\t"			\
-		"addq %%rax, %%r10\n\t"					\
 		"movq %c[o_chain](%[g]), %%r8\n\t"			\
 		HC_LEVELS_						\
 		"cmpq $0, %c[o_cap](%[g])\n\t"				\
 		"je 20f\n\t"						\
 		"movq %c[o_hc](%[g]), %%r11\n\t"			\
 		"addq %%rax, %%r11\n\t"					\
-		"cmpq $0, 8(%%r11)\n\t"					\
-		"jne 20f\n\t"						\
-		"cmpq %[g], 16(%%r11)\n\t"				\
+		"cmpq %[g], %c[o_prev](%%r11)\n\t"			\
 		"je 15f\n\t"						\
-		"movq %[g], 16(%%r11)\n\t"				\
+		"movq %[g], %c[o_prev](%%r11)\n\t"			\
 		"jmp 20f\n\t"						\
 		"15:\n\t"						\
-		"movq %[g], (%%r11)\n\t"				\
+		"btsq $63, %[acc]\n\t"					\
 		"20:\n\t"						\
 		"addq %[v], (%[stat],%%rax)\n\t"			\
 		"2:\n\t"						\
@@ -285,7 +290,9 @@ enum hc_result { HC_DONE, HC_FULL, HC_UNREGISTERED };
 		  [o_cap] "i" (offsetof(struct tally_stats_group, cache_cap)), \
 		  [o_pcpu] "i" (offsetof(struct tally_stats_group, pcpu)), \
 		  [o_chain] "i" (offsetof(struct tally_stats_group, chain_offs)), \
-		  [o_nr] "i" (offsetof(struct tally_stats_group, nr_chain)) \
+		  [o_nr] "i" (offsetof(struct tally_stats_group, nr_chain)), \
+		  [o_cacc] "i" (offsetof(struct stats_pcpu, cacc)),	\
+		  [o_prev] "i" (offsetof(struct stats_hcache, prev))	\
 		: "rcx", "r8", "r9", "r10", "r11", "memory", "cc"	\
 		: aborted, unregistered, full)
 
@@ -293,7 +300,8 @@ enum hc_result { HC_DONE, HC_FULL, HC_UNREGISTERED };
  * The update of @stat (a per-CPU pointer into @g's stats) by @v with
  * @hint, in one sequence: through the cache or the chain (see above).
  * Sets *@unit to the CPU's distance from CPU 0's copies and *@acc to the
- * OR of the chain's counts it added to (0 through the cache).
+ * OR of the chain's counts it added to, with HC_TAKE (0 through the
+ * cache).
  */
 static inline enum hc_result hc_update(const struct tally_stats_group *g,
 				       long hint, long *stat, long v,
@@ -316,29 +324,30 @@ unregistered:
 	return HC_UNREGISTERED;
 }
 
-/* Empty @g's cache on the current CPU: what it held (0 if not @g's). */
-static long hcache_take(struct stats_hcache *hc,
-			const struct tally_stats_group *g)
+/* Empty @g's cached count on the current CPU: what it held (0 if not @g's). */
+static long hcache_take(const struct tally_stats_group *g)
 {
 	ptrdiff_t off = tally_rseq_area_offset;
-	unsigned char *rs = TALLY_RSEQ_AREA_(off);
 	long acc;
 
 retry:
 	__asm__ __volatile__ goto(
 		TALLY_RSEQ_CS_BEGIN_("%%rcx")
 		"shlq %[shift], %%rax\n\t"
-		"addq %[hc], %%rax\n\t"
-		"cmpq %[g], (%%rax)\n\t"
+		"movq %c[o_hc](%[g]), %%r8\n\t"
+		"cmpq %[g], (%%r8,%%rax)\n\t"
 		"jne %l[other]\n\t"
-		"movq 8(%%rax), %[acc]\n\t"
-		"movq $0, 8(%%rax)\n\t"
+		"addq %c[o_pcpu](%[g]), %%rax\n\t"
+		"movq %c[o_cacc](%%rax), %[acc]\n\t"
+		"movq $0, %c[o_cacc](%%rax)\n\t"
 		"2:\n\t"
 		: [acc] "=&r" (acc)
-		: TALLY_RSEQ_AREA_OPERANDS_(off, rs),
-		  [hc] "r" (hc), [g] "r" (g),
-		  [shift] "i" (TALLY_PERCPU_UNIT_SHIFT)
-		: TALLY_RSEQ_DELAY_CLOBBER_ "rax", "memory", "cc"
+		: HC_AREA_OPERANDS_(off), [g] "r" (g),
+		  [shift] "i" (TALLY_PERCPU_UNIT_SHIFT),
+		  [o_hc] "i" (offsetof(struct tally_stats_group, hcache)),
+		  [o_pcpu] "i" (offsetof(struct tally_stats_group, pcpu)),
+		  [o_cacc] "i" (offsetof(struct stats_pcpu, cacc))
+		: TALLY_RSEQ_DELAY_CLOBBER_ "rax", "r8", "memory", "cc"
 		: aborted, unregistered, other);
 	return acc;
 aborted:
@@ -350,36 +359,111 @@ other:
 }
 
 /*
- * Before @g is freed: no CPU's cache may name it, and what they held for
- * it goes to its chain's overs (atomics: the counts belong to the CPUs'
- * sequences).  Nothing updates @g any more, so only an update of another
- * group that finds a cache empty may write one meanwhile: it takes the
- * cache (a store of last), which cannot have been @g's if it held
- * something.
+ * @g names itself in the current CPU's cache: returns the group it named
+ * before (NULL, STATS_HCACHE_EVICTED, @g or another) and sets *@cpu.
+ * NULL too if this thread has no rseq area.
+ */
+static struct tally_stats_group *hcache_name(struct tally_stats_group *g,
+					     unsigned int *cpu)
+{
+	ptrdiff_t off = tally_rseq_area_offset;
+	struct tally_stats_group *old;
+	unsigned long c;
+
+retry:
+	__asm__ __volatile__ goto(
+		TALLY_RSEQ_CS_BEGIN_("%%rcx")
+		"movl %%eax, %k[c]\n\t"
+		"shlq %[shift], %%rax\n\t"
+		"addq %c[o_hc](%[g]), %%rax\n\t"
+		"movq (%%rax), %[old]\n\t"
+		"movq %[g], (%%rax)\n\t"
+		"2:\n\t"
+		: [old] "=&r" (old), [c] "=&r" (c)
+		: HC_AREA_OPERANDS_(off), [g] "r" (g),
+		  [shift] "i" (TALLY_PERCPU_UNIT_SHIFT),
+		  [o_hc] "i" (offsetof(struct tally_stats_group, hcache))
+		: TALLY_RSEQ_DELAY_CLOBBER_ "rax", "memory", "cc"
+		: aborted, unregistered);
+	*cpu = (unsigned int)c;
+	return old;
+aborted:
+	TALLY_RSEQ_COUNT_ABORT_();
+	goto retry;
+unregistered:
+	return NULL;
+}
+
+/*
+ * What @g cached on @cpu, once no sequence may add to it any more (@g is
+ * not named there): to the overs of its chain.  Only nonzero counts are
+ * written (a CPU that never ran @g keeps its page untouched).
+ */
+static void hcache_release(struct tally_stats_group *g, unsigned int cpu)
+{
+	long *cacc = &pcpu_of(g, cpu)->cacc;
+
+	if (__atomic_load_n(cacc, __ATOMIC_RELAXED))
+		charge_overs(g, __atomic_exchange_n(cacc, 0,
+						    __ATOMIC_RELAXED));
+}
+
+/*
+ * @g takes the current CPU's cache: what the previous holder cached goes
+ * to its chain.  Counted in the CPU's pushing count meanwhile, so that a
+ * destroy of the previous holder waits for it (and a flush's pass 1, a
+ * few instructions more).
+ */
+static __attribute__((noinline)) void steal(struct tally_stats_group *g,
+					    unsigned int cpu)
+{
+	unsigned int *pushing = tally_percpu_ptr(g->tree->pushing, cpu);
+	struct tally_stats_group *old;
+	unsigned int at;
+
+	__atomic_add_fetch(pushing, 1, __ATOMIC_SEQ_CST);
+	old = hcache_name(g, &at);
+	if (old && old != g && old != STATS_HCACHE_EVICTED)
+		hcache_release(old, at);
+	if (__atomic_sub_fetch(pushing, 1, __ATOMIC_SEQ_CST) ==
+	    STATS_PUSH_WAITERS)
+		wake_flushers(pushing);
+}
+
+/*
+ * Before @g is freed, once nothing updates it: no CPU's cache names it,
+ * no taker still moves its cached count, and what it cached went to its
+ * chain.
  */
 void stats_hcache_evict(struct tally_stats_group *g)
 {
 	struct tally_stats_tree *t = g->tree;
+	unsigned int nr = t->domain->nr_cpus;
 
-	for (unsigned int cpu = 0; cpu < t->domain->nr_cpus; cpu++) {
+	if (!g->cache_cap)
+		return;
+	for (unsigned int cpu = 0; cpu < nr; cpu++) {
 		struct stats_hcache *hc = tally_percpu_ptr(t->hcache, cpu);
 		struct tally_stats_group *last = g;
-		long acc;
 
-		if (__atomic_load_n(&hc->last, __ATOMIC_RELAXED) != g ||
-		    !__atomic_compare_exchange_n(&hc->last, &last,
-						 STATS_HCACHE_EVICTED, false,
-						 __ATOMIC_SEQ_CST,
-						 __ATOMIC_RELAXED))
-			continue;
-		acc = __atomic_load_n(&hc->acc, __ATOMIC_SEQ_CST);
-		/* Taken since: then it held nothing of @g's. */
-		if (!acc || __atomic_load_n(&hc->last, __ATOMIC_SEQ_CST) !=
-				    STATS_HCACHE_EVICTED)
-			continue;
-		charge_overs(g, acc);
-		__atomic_store_n(&hc->acc, 0, __ATOMIC_SEQ_CST);
+		if (__atomic_load_n(&hc->last, __ATOMIC_RELAXED) == g)
+			__atomic_compare_exchange_n(&hc->last, &last,
+						    STATS_HCACHE_EVICTED, false,
+						    __ATOMIC_SEQ_CST,
+						    __ATOMIC_RELAXED);
 	}
+	for (unsigned int cpu = 0; cpu < nr; cpu++) {
+		stats_wait_for_pushes(tally_percpu_ptr(t->pushing, cpu));
+		hcache_release(g, cpu);
+	}
+}
+
+void stats_hcache_fork_child(struct tally_stats_group *g, unsigned int cpu)
+{
+	const struct stats_hcache *hc = tally_percpu_ptr(g->tree->hcache, cpu);
+
+	if (g->cache_cap && hc->last != g)
+		hcache_release(g, cpu);
 }
 
 /* --- updates ------------------------------------------------------------- */
@@ -388,19 +472,24 @@ void stats_hcache_evict(struct tally_stats_group *g)
 static inline void after_update(struct tally_stats_group *g, size_t unit,
 				unsigned long acc)
 {
+	unsigned int cpu = (unsigned int)(unit >> TALLY_PERCPU_UNIT_SHIFT);
+
 	tally_inject(TALLY_INJECT_STATS_AFTER_COMMIT);
 	after_commit(g, unit, stats_updates_fence());
-	if (__builtin_expect(acc >= g->batch, 0))
-		move_counts(g, (unsigned int)(unit >> TALLY_PERCPU_UNIT_SHIFT));
+	if (__builtin_expect(acc >= g->batch, 0)) {
+		if ((acc & ~HC_TAKE) >= g->batch)
+			move_counts(g, cpu);
+		if (acc & HC_TAKE)
+			steal(g, cpu);
+	}
 }
 
 /*
- * The update when @g's cache is full on this CPU, or this thread has no
- * rseq area yet.  Full: what the cache held goes to the overs of the
- * chain (once per quarter batch: a load each while they are past
- * flush_at), and the update to the chain; the next finds the cache empty.
- * No rseq area: the chain, whose slow path registers the thread or takes
- * the fallback.
+ * The update when @g's cached count is full on this CPU, or this thread
+ * has no rseq area yet.  Full: the count goes to the overs of the chain
+ * (once per quarter batch: a load each while they are past flush_at),
+ * and the update to the chain; the next one caches again.  No rseq area:
+ * the chain, whose slow path registers the thread or takes the fallback.
  */
 static __attribute__((noinline)) int
 mod_slow(struct tally_stats_group *g, unsigned int stat, long delta,
@@ -410,7 +499,7 @@ mod_slow(struct tally_stats_group *g, unsigned int stat, long delta,
 	unsigned int cpu;
 
 	if (why == HC_FULL) {
-		long held = hcache_take(g->hcache, g);
+		long held = hcache_take(g);
 
 		if (held)
 			charge_overs(g, held);

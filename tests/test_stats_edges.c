@@ -378,6 +378,51 @@ TEST(if_needed_reads_stay_within_the_bound_while_children_come_and_go)
 	tally_stats_tree_destroy(t);
 }
 
+/*
+ * Runs of updates move from group to group on one CPU: each group takes
+ * the CPU's hint cache from the one before, whose cached hint must go to
+ * its ancestors then, or the parent's if-needed reads miss most of a run
+ * per group, past the bound once there are more groups than the bound
+ * holds runs.
+ */
+TEST(if_needed_reads_stay_within_the_bound_while_runs_move_between_groups)
+{
+	struct tally_stats_tree *t = tree_on(NULL, TALLY_DESIGN_TALLY);
+	struct tally_stats_group *a = NULL, **x;
+	unsigned long bound, nr;
+	long truth = 0;
+
+	REQUIRE(t);
+	REQUIRE(util_pin((int)util_allowed_cpu(0)) == 0);
+	bound = tally_stats_read_bound(t);
+	nr = bound / 8 + 1;
+	x = calloc(nr, sizeof(*x));
+	REQUIRE(x);
+	REQUIRE(tally_stats_group_create(tally_stats_root(t), "a", &a) == 0);
+	for (unsigned long i = 0; i < nr; i++) {
+		char name[24];
+
+		snprintf(name, sizeof(name), "x%lu", i);
+		REQUIRE(tally_stats_group_create(a, name, &x[i]) == 0);
+	}
+	for (unsigned long r = 0; r < 2 * nr && !harness_test_failed(); r++) {
+		long v;
+
+		/* Two to take the cache, then less than a quarter batch. */
+		for (int k = 0; k < 16; k++)
+			CHECK_EQ_LONG(tally_stats_mod(x[r % nr], 1, 1), 0);
+		truth += 16;
+		v = read_hier(a, 1, TALLY_FLUSH_IF_NEEDED);
+		if (!CHECK_LE_ULONG((unsigned long)(truth - v), bound))
+			harness_log("after %lu runs: if-needed read %ld of %ld",
+				    r + 1, v, truth);
+	}
+	CHECK_EQ_LONG(read_hier(a, 1, TALLY_FLUSH_FORCE), truth);
+	util_pin(-1);
+	free(x);
+	tally_stats_tree_destroy(t);
+}
+
 /* ---- a flat tree -------------------------------------------------------- */
 
 /* 20,000 children of one group (fewer under the slower sanitizer runs). */

@@ -419,7 +419,7 @@ static __attribute__((noinline)) void steal(struct tally_stats_group *g,
 {
 	unsigned int *pushing = tally_percpu_ptr(g->tree->pushing, cpu);
 	struct tally_stats_group *old;
-	unsigned int at;
+	unsigned int at = 0;
 
 	__atomic_add_fetch(pushing, 1, __ATOMIC_SEQ_CST);
 	old = hcache_name(g, &at);

@@ -4,21 +4,21 @@
  *
  * tally_stats_mod(G, i, delta) on CPU c, no lock and no allocation:
  *
- *   1. if G holds c's hint cache (G was updated twice in a row on c) and
- *      it has room, one rseq sequence adds hint = min(|delta|, threshold
- *      + 1) to it and commits delta to G's stat[i] on c: two lines, the
- *      tree's for c and G's, so a run of updates of one group costs the
- *      same at any depth; a cache that would reach a quarter batch goes to
- *      the overs of G's chain first (a load each while they are past the
- *      flush point);
- *   1'. otherwise one rseq sequence adds the hint to the per-CPU
- *      threshold count of G and of each ancestor (the chain: byte offsets
- *      kept in G, the same on every CPU, so no pointer chasing), then
- *      commits delta;
+ *   1. one rseq sequence: if G holds c's hint cache, it adds hint =
+ *      min(|delta|, threshold + 1) to G's cached count on c, in the line
+ *      of G's stats on c (the tree's line for c is only read), unless
+ *      that would reach a quarter batch (then the count goes to the overs
+ *      of G's chain, a load each while they are past the flush point, and
+ *      the update takes the other way); otherwise it adds the hint to the
+ *      per-CPU threshold count of G and of each ancestor (the chain: byte
+ *      offsets kept in G, the same on every CPU, so no pointer chasing)
+ *      and G takes the cache if it also made c's previous update that
+ *      missed it (steal()); then it commits delta to G's stat[i] on c.
+ *      A run of updates of one group costs the same at any depth;
  *   2. if (G, c) is idle, claims it (idle -> listed) and pushes it on c's
  *      lock-free list; c's pushing count covers the claim and the push;
  *   3. once a count reaches the batch, it moves to its group's over with
- *      an atomic exchange on c's slot, c being the CPU of step 1' even if
+ *      an atomic exchange on c's slot, c being the CPU of step 1 even if
  *      the thread migrated since.
  *
  * Invariant kept for the flush (stats_flush.c): a committed delta not yet
@@ -33,7 +33,7 @@
  * Cost: a run of updates of one group on a CPU: two plain adds in one
  * sequence and a queued-flag load, at any depth; once per quarter batch
  * a load per chain level.  Updates that alternate between groups: O(depth)
- * plain adds in one sequence after a look at the CPU's cache.  The claim
+ * plain adds in the same sequence after a look at the CPU's cache.  The claim
  * and push (two atomics) once per group and CPU between flushes; one
  * atomic exchange per chain level per batch.  With membarrier() (the
  * default) no fence either; without it a full fence per update.

@@ -315,7 +315,11 @@ static void link_updated(struct tally_stats_group *g, unsigned int cpu)
 		if (fp->linked)
 			return;
 		fp->linked = true;
-		__atomic_add_fetch(&g->nr_linked, 1, __ATOMIC_RELAXED);
+		/* Written under flush_lock only: a load and a store. */
+		__atomic_store_n(&g->nr_linked,
+				 __atomic_load_n(&g->nr_linked,
+						 __ATOMIC_RELAXED) + 1,
+				 __ATOMIC_RELAXED);
 		fp->marked = idle_mark(true);
 		if (g->parent) {
 			struct stats_fpcpu *pfp = fpcpu_of(g->parent, cpu);
@@ -487,7 +491,9 @@ static void prune_children(struct stats_fpcpu *fp, unsigned int cpu)
 static void unlink_node(struct tally_stats_group *n, struct stats_fpcpu *fp)
 {
 	fp->linked = false;
-	__atomic_sub_fetch(&n->nr_linked, 1, __ATOMIC_RELEASE);
+	__atomic_store_n(&n->nr_linked,
+			 __atomic_load_n(&n->nr_linked, __ATOMIC_RELAXED) - 1,
+			 __ATOMIC_RELEASE);
 }
 
 /*

@@ -588,8 +588,6 @@ void stats_flush_subtree(struct tally_stats_tree *t,
 					 __ATOMIC_SEQ_CST) == BARRIER_FENCED;
 
 	__atomic_store_n(&g->over, 0, __ATOMIC_RELAXED);
-	if (!g->parent)
-		__atomic_store_n(&t->global_over, 0, __ATOMIC_RELAXED);
 	zero_over(t, g);
 	if (settle && !immediate) {
 		for (unsigned int cpu = 0; cpu < nr; cpu++)

@@ -210,20 +210,23 @@ static unsigned int depth_of(const struct tally_stats_group *g)
 	return depth;
 }
 
-/* Fill the threshold chain: one shared count, or the group's ancestry. */
-static void set_chain(struct tally_stats_tree *t, struct tally_stats_group *g)
+/* Fill the threshold chain: the group's count, then each ancestor's. */
+static void set_chain(struct tally_stats_group *g)
 {
 	unsigned int i = 0;
 
-	if (t->ops->global_threshold) {
-		g->chain_offs[0] = (char *)t->global_count - (char *)g->pcpu;
-		stats_chain_over(g)[0] = &t->global_over;
-		return;
-	}
 	for (struct tally_stats_group *a = g; a; a = a->parent, i++) {
 		g->chain_offs[i] = (char *)&a->pcpu->count - (char *)g->pcpu;
 		stats_chain_over(g)[i] = &a->over;
 	}
+}
+
+void stats_design_set_chain(struct tally_stats_group *g, long *count,
+			    long *over)
+{
+	g->nr_chain = 1;
+	g->chain_offs[0] = (char *)count - (char *)g->pcpu;
+	stats_chain_over(g)[0] = over;
 }
 
 /*
@@ -234,8 +237,7 @@ struct tally_stats_group *stats_group_new(struct tally_stats_tree *t,
 					  struct tally_stats_group *parent,
 					  const char *name, size_t len)
 {
-	unsigned int nr_chain = t->ops->global_threshold ? 1
-							 : depth_of(parent) + 1;
+	unsigned int nr_chain = depth_of(parent) + 1;
 	struct tally_stats_group *g;
 	size_t n = t->nr_stats;
 
@@ -271,7 +273,9 @@ struct tally_stats_group *stats_group_new(struct tally_stats_tree *t,
 		stats_group_free(g);
 		return NULL;
 	}
-	set_chain(t, g);
+	set_chain(g);
+	if (t->ops->group_init)
+		t->ops->group_init(g);
 	g->magic = STATS_GROUP_MAGIC;
 	return g;
 }

@@ -12,12 +12,15 @@
  *                     that let groups leave the flush path        flush_lock
  *   stats_read.c      reads; the TALLY design's shared, fresh
  *                     flushes                                     coord_lock
- *   stats_designs.c   the baseline designs (Linux 6.1, seed001,
- *                     Linux 6.8) behind struct stats_design_ops   their own
  *   stats_group.c     group lifetime, names, paths                topo_lock
  *   stats_periodic.c  the periodic flusher                        periodic_lock
  *   stats_fork.c      fork(): every lock, in the order above      trees_lock
  *   stats_tree.c      trees, schemas, info
+ *
+ * A tree's design (struct stats_design_ops, stats_design.h) decides
+ * which flush a read needs and how readers share it: the TALLY design
+ * (stats_read.c) for the library's trees; the comparison designs of
+ * `tally bench stats` (bench/stats_designs.c) through the same hook.
  *
  * Lock order (fork_prepare takes them in this order, tree by tree):
  * trees_lock, topo_lock, the design's locks (coord_lock for TALLY),
@@ -34,6 +37,7 @@
 #include <tally/percpu.h>
 #include <tally/stats.h>
 #include "domain_internal.h"
+#include "stats_design.h"
 
 #define STATS_CACHELINE 64
 #define STATS_GROUP_MAGIC 0x7a11c0de5ca1ab1eul
@@ -155,13 +159,11 @@ _Static_assert(offsetof(struct tally_stats_group, share) %
 			       STATS_CACHELINE == 0,
 	       "flush sharing has cache lines of its own");
 
-struct stats_design_ops;
-
 struct tally_stats_tree {
 	/* Read-mostly. */
 	struct tally_domain *domain;
 	const struct stats_design_ops *ops;
-	void *design_state;		/* the baseline designs' own */
+	void *design_state;		/* another design's own */
 	/*
 	 * threshold: batch x nr_cpus.  A group flushes once over passes
 	 * flush_at: the threshold less what the CPUs' hint caches may hold
@@ -182,10 +184,6 @@ struct tally_stats_tree {
 	struct stats_hcache *hcache;	/* stats_update.c */
 	struct stats_pcpu **lists;	/* update list heads */
 	unsigned int *pushing;		/* claims being pushed (futex) */
-	long *global_count;		/* global-threshold designs */
-
-	/* Global-threshold designs: moved counts. */
-	long global_over __attribute__((aligned(STATS_CACHELINE)));
 
 	/* stats_group.c: structure and the child-name table. */
 	pthread_rwlock_t topo_lock __attribute__((aligned(STATS_CACHELINE)));
@@ -215,35 +213,8 @@ struct tally_stats_tree {
 #endif
 };
 
-/*
- * How flushes are decided and shared: the TALLY design (stats_read.c) and
- * the baselines (stats_designs.c).  Only flush is required.
- */
-struct stats_design_ops {
-	const char *name;		/* tally_stats_design_name() */
-	/* Per-tree state (design_state) and its locks. */
-	int (*init)(struct tally_stats_tree *t);
-	void (*fini)(struct tally_stats_tree *t);
-	/*
-	 * Flush for a read of @g.  @fresh: the flush must start after the
-	 * call (forced reads); otherwise one already running may serve.
-	 * Returns false when the design skipped the flush.
-	 */
-	bool (*flush)(struct tally_stats_group *g, bool fresh);
-	/* A group leaves: no flush of the design may still refer to it. */
-	void (*retire)(struct tally_stats_group *g);
-	/* Around fork(): take the design's locks; free or reset them. */
-	void (*fork_prepare)(struct tally_stats_tree *t);
-	void (*fork_parent)(struct tally_stats_tree *t);
-	void (*fork_child)(struct tally_stats_tree *t);
-	/* Counts go to one tree-wide threshold (Linux 6.1, seed001). */
-	bool global_threshold;
-};
-
+/* The library's design (stats_read.c). */
 extern const struct stats_design_ops stats_design_tally;
-extern const struct stats_design_ops stats_design_linux61;
-extern const struct stats_design_ops stats_design_seed001;
-extern const struct stats_design_ops stats_design_linux68;
 
 /* --- small helpers shared by the files ------------------------------- */
 

@@ -55,13 +55,14 @@
 #define TAKEOVER_MIN_NS 200000ull
 #define TAKEOVER_MAX_NS 20000000ull
 
+/*
+ * The count of the first level of @g's threshold chain: @g's own over
+ * (another design may have given its groups one shared count).
+ */
 static bool over_threshold(const struct tally_stats_group *g)
 {
-	const struct tally_stats_tree *t = g->tree;
-	const long *over = t->ops->global_threshold ? &t->global_over
-						    : &g->over;
-
-	return __atomic_load_n(over, __ATOMIC_RELAXED) > (long)t->flush_at;
+	return __atomic_load_n(stats_chain_over(g)[0], __ATOMIC_RELAXED) >
+	       (long)g->tree->flush_at;
 }
 
 /* --- TALLY design ------------------------------------------------------- */

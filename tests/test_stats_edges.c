@@ -24,6 +24,7 @@
 
 #include "harness.h"
 #include "util.h"
+#include "../bench/stats_designs.h"
 
 #if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
 #define COUNT_ALLOCS 1
@@ -37,12 +38,13 @@ static const struct tally_stat_desc schema[] = {
 #define NS ((unsigned int)ARRAY_SIZE(schema))
 
 static struct tally_stats_tree *tree_on(struct tally_domain *d,
-					enum tally_stats_design design)
+					enum bench_stats_design design)
 {
-	struct tally_stats_options o = { .domain = d, .design = design };
+	struct tally_stats_options o = { .domain = d };
 	struct tally_stats_tree *t = NULL;
 
-	if (!CHECK_EQ_LONG(tally_stats_tree_create(&t, schema, NS, &o), 0))
+	if (!CHECK_EQ_LONG(bench_stats_tree_create(&t, schema, NS, &o, design),
+			   0))
 		return NULL;
 	return t;
 }
@@ -83,9 +85,6 @@ TEST(failed_tree_create_leaves_out_untouched_and_destroy_null_is_safe)
 	};
 	struct tally_stats_options bad_batch = { .batch = 3 };
 	struct tally_stats_options one_batch = { .batch = 1 };
-	struct tally_stats_options bad_design = {
-		.design = (enum tally_stats_design)4,
-	};
 	struct {
 		const struct tally_stat_desc *schema;
 		unsigned int nr;
@@ -99,7 +98,6 @@ TEST(failed_tree_create_leaves_out_untouched_and_destroy_null_is_safe)
 		{ spaced, 1, NULL },
 		{ schema, NS, &bad_batch },
 		{ schema, NS, &one_batch },
-		{ schema, NS, &bad_design },
 	};
 
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
@@ -121,7 +119,7 @@ TEST(failed_tree_create_leaves_out_untouched_and_destroy_null_is_safe)
 
 TEST(group_path_into_a_zero_length_buffer_is_enospc)
 {
-	struct tally_stats_tree *t = tree_on(NULL, TALLY_DESIGN_TALLY);
+	struct tally_stats_tree *t = tree_on(NULL, BENCH_STATS_TALLY);
 	struct tally_stats_group *a = NULL;
 	char buf[8] = "xxxxxxx";
 
@@ -170,7 +168,7 @@ static uint64_t settled_flush_visits(struct tally_stats_tree *t,
  */
 static void zero_delta_run(struct tally_domain *d)
 {
-	struct tally_stats_tree *t = tree_on(d, TALLY_DESIGN_TALLY);
+	struct tally_stats_tree *t = tree_on(d, BENCH_STATS_TALLY);
 	unsigned int nr = d ? tally_domain_nr_cpus(d) : 1;
 	struct tally_stats_group *root, *a = NULL, *b = NULL;
 	uint64_t before, idle, zero;
@@ -222,7 +220,7 @@ TEST(zero_delta_does_not_queue_the_group)
  */
 TEST(forced_reads_share_rate_limited_barriers_and_groups_leave_the_flush_path)
 {
-	struct tally_stats_tree *t = tree_on(NULL, TALLY_DESIGN_TALLY);
+	struct tally_stats_tree *t = tree_on(NULL, BENCH_STATS_TALLY);
 	struct tally_stats_group *a = NULL, *b = NULL;
 	long n = harness_scale(2000), v = -1;
 	struct tally_stats_info info;
@@ -275,7 +273,7 @@ static void huge_delta_run(struct tally_domain *d)
 		LONG_MIN, LONG_MAX, -2, LONG_MAX, LONG_MIN, LONG_MIN, 1,
 		LONG_MAX, LONG_MAX, -LONG_MAX, 3, LONG_MIN + 1, LONG_MIN,
 	};
-	struct tally_stats_tree *t = tree_on(d, TALLY_DESIGN_TALLY);
+	struct tally_stats_tree *t = tree_on(d, BENCH_STATS_TALLY);
 	unsigned int nr = d ? tally_domain_nr_cpus(d) : 1;
 	struct tally_stats_group *g[3];
 	unsigned long truth = 0, bound;
@@ -344,7 +342,7 @@ TEST(huge_deltas_keep_if_needed_reads_within_the_bound)
  */
 TEST(if_needed_reads_stay_within_the_bound_while_children_come_and_go)
 {
-	struct tally_stats_tree *t = tree_on(NULL, TALLY_DESIGN_TALLY);
+	struct tally_stats_tree *t = tree_on(NULL, BENCH_STATS_TALLY);
 	struct tally_stats_group *a = NULL, *c = NULL;
 	unsigned long bound;
 	long truth = 0, children = harness_scale(400);
@@ -387,7 +385,7 @@ TEST(if_needed_reads_stay_within_the_bound_while_children_come_and_go)
  */
 TEST(if_needed_reads_stay_within_the_bound_while_runs_move_between_groups)
 {
-	struct tally_stats_tree *t = tree_on(NULL, TALLY_DESIGN_TALLY);
+	struct tally_stats_tree *t = tree_on(NULL, BENCH_STATS_TALLY);
 	struct tally_stats_group *a = NULL, **x;
 	unsigned long bound, nr;
 	long truth = 0;
@@ -429,7 +427,7 @@ TEST(if_needed_reads_stay_within_the_bound_while_runs_move_between_groups)
 TEST(flat_tree_of_many_children_is_created_and_found_by_path)
 {
 	const int N = (int)harness_scale(20000);
-	struct tally_stats_tree *t = tree_on(NULL, TALLY_DESIGN_TALLY);
+	struct tally_stats_tree *t = tree_on(NULL, BENCH_STATS_TALLY);
 	struct tally_stats_group **g = calloc((size_t)N, sizeof(*g));
 	struct tally_stats_group *root, *found;
 	long seen = 0;
@@ -502,7 +500,7 @@ TEST(groups_cost_memory_only_on_the_cpus_that_update_them)
 {
 	enum { NR_CPUS = 4096, NR_GROUPS = 200 };
 	struct tally_domain *d = util_domain(NR_CPUS);
-	struct tally_stats_tree *t = tree_on(d, TALLY_DESIGN_TALLY);
+	struct tally_stats_tree *t = tree_on(d, BENCH_STATS_TALLY);
 	struct tally_stats_group *g[NR_GROUPS];
 	long before, after, mid;
 	long want = 0;
@@ -641,7 +639,7 @@ static unsigned long count_stop(void)
  * Updates of @groups on many CPUs of @d, then forced reads, snapshots and
  * flushes of several groups: none of them may call the allocator.
  */
-static void no_alloc_run(struct tally_domain *d, enum tally_stats_design design)
+static void no_alloc_run(struct tally_domain *d, enum bench_stats_design design)
 {
 	enum { NR_GROUPS = 300 };
 	struct tally_stats_tree *t = tree_on(d, design);
@@ -686,7 +684,7 @@ static void no_alloc_run(struct tally_domain *d, enum tally_stats_design design)
 		CHECK_EQ_LONG(hier[0], total);
 		if (!CHECK_EQ_ULONG(calls, 0)) {
 			harness_log("%s, %u CPUs, round %d",
-				    tally_stats_design_name(design), nr, round);
+				    bench_stats_design_name(design), nr, round);
 			break;
 		}
 	}
@@ -695,9 +693,9 @@ static void no_alloc_run(struct tally_domain *d, enum tally_stats_design design)
 
 TEST(flushes_and_reads_never_allocate)
 {
-	static const enum tally_stats_design designs[] = {
-		TALLY_DESIGN_TALLY, TALLY_DESIGN_LINUX61,
-		TALLY_DESIGN_SEED001, TALLY_DESIGN_LINUX68,
+	static const enum bench_stats_design designs[] = {
+		BENCH_STATS_TALLY, BENCH_STATS_LINUX61,
+		BENCH_STATS_SEED001, BENCH_STATS_LINUX68,
 	};
 	static const unsigned int cpus[] = { 64, 384 };
 
@@ -708,7 +706,7 @@ TEST(flushes_and_reads_never_allocate)
 			no_alloc_run(d, designs[k]);
 		tally_domain_destroy(d);
 	}
-	no_alloc_run(NULL, TALLY_DESIGN_TALLY);
+	no_alloc_run(NULL, BENCH_STATS_TALLY);
 }
 
 /*

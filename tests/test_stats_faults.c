@@ -29,6 +29,7 @@
 #include "harness.h"
 #include "inject.h"
 #include "util.h"
+#include "../bench/stats_designs.h"
 
 static const struct tally_stat_desc schema[] = {
 	{ "events", TALLY_STAT_EVENT },
@@ -656,19 +657,19 @@ TEST(linux61_periodic_tick_that_skips_the_flush_returns_0)
 	enum { PERIOD = 1000000 };
 	struct fake_clock clk = { 1000000000000ull };
 	struct tally_stats_options o = {
-		.design = TALLY_DESIGN_LINUX61,
 		.period_ns = PERIOD,
 		.clock = fake_now,
 		.clock_arg = &clk,
 	};
-	struct tally_stats_tree *t = tree_with(&o);
+	struct tally_stats_tree *t = NULL;
 	struct tally_stats_group *root;
 	uint64_t skipped;
 	struct blocker b;
 	pthread_t th;
 	long v = -1;
 
-	REQUIRE(t);
+	REQUIRE(bench_stats_tree_create(&t, schema, NS, &o,
+					BENCH_STATS_LINUX61) == 0);
 	root = tally_stats_root(t);
 	tally_stats_mod(root, 1, 3);
 	blocker_init(&b);
@@ -677,9 +678,9 @@ TEST(linux61_periodic_tick_that_skips_the_flush_returns_0)
 	if (CHECK(blocker_wait(&b, 60))) {
 		__atomic_store_n(&clk.now, clk.now + 10 * PERIOD,
 				 __ATOMIC_RELAXED);
-		skipped = util_stats_info(t).skipped;
+		skipped = bench_stats_skipped(t);
 		CHECK_EQ_LONG(tally_stats_periodic_tick(t), 0);
-		CHECK_EQ_ULONG(util_stats_info(t).skipped, skipped + 1);
+		CHECK_EQ_ULONG(bench_stats_skipped(t), skipped + 1);
 		sem_post(&b.release);
 	}
 	pthread_join(th, NULL);

@@ -102,34 +102,13 @@ struct tally_stat_desc {
 };
 
 /**
- * enum tally_stats_design - how flushes are decided and shared.
- * @TALLY_DESIGN_TALLY: per-group thresholds; readers share flushes that
- *	cover their group and never read stale values (the default).
- * @TALLY_DESIGN_LINUX61: one global threshold; every flush flushes the
- *	root; one flusher at a time, the others skip (possibly stale).
- * @TALLY_DESIGN_SEED001: the "memcg: more sophisticated stats flushing"
- *	proposal (2023, not merged): global threshold; the requested subtree
- *	is flushed when nobody else flushes, otherwise a coalesced root flush
- *	that others wait for, at most nr_cpus waiters (others skip).
- * @TALLY_DESIGN_LINUX68: per-group thresholds; subtree flushes serialised
- *	by one lock.
- */
-enum tally_stats_design {
-	TALLY_DESIGN_TALLY = 0,
-	TALLY_DESIGN_LINUX61 = 1,
-	TALLY_DESIGN_SEED001 = 2,
-	TALLY_DESIGN_LINUX68 = 3,
-};
-
-/**
  * enum tally_flush_mode - what a read does before reading.
- * @TALLY_FLUSH_IF_NEEDED: flush when the group is over its threshold
- *	(TALLY design: a covering flush already running counts); the value
- *	is then within tally_stats_read_bound() of the truth, up to the
- *	updates made during that flush.
+ * @TALLY_FLUSH_IF_NEEDED: flush when the group is over its threshold (a
+ *	covering flush already running counts); the value is then within
+ *	tally_stats_read_bound() of the truth, up to the updates made
+ *	during that flush.
  * @TALLY_FLUSH_FORCE: flush: the value reflects every update that
- *	happens before the read begins (TALLY design and LINUX68; the
- *	baselines LINUX61 and SEED001 may skip and return stale values).
+ *	happens before the read begins.
  * @TALLY_FLUSH_RATELIMITED: flush only when the periodic flusher is a full
  *	period late (no root flush for 2 periods).
  * @TALLY_FLUSH_NONE: read what was last flushed.
@@ -145,7 +124,6 @@ enum tally_flush_mode {
  * struct tally_stats_options - tree options; zero means the default.
  * @domain: CPUs of the per-CPU data (NULL: the system domain).  On a
  *	simulated domain updates use tally_stats_mod_cpu().
- * @design: flushing design (default %TALLY_DESIGN_TALLY).
  * @batch: per-CPU update volume that moves to a group's threshold counter
  *	(power of two, default 64, as the kernel's MEMCG_CHARGE_BATCH); a
  *	group needs flushing past batch x nr_cpus (less what the CPUs' hint
@@ -158,7 +136,6 @@ enum tally_flush_mode {
  */
 struct tally_stats_options {
 	struct tally_domain *domain;
-	enum tally_stats_design design;
 	unsigned long batch;
 	uint64_t period_ns;
 	uint64_t (*clock)(void *arg);
@@ -486,8 +463,7 @@ int tally_stats_periodic_stop(struct tally_stats_tree *t);
  * Context: MT-safe; not async-signal-safe: calls the options' clock and may
  * flush the root, as tally_stats_flush().
  *
- * Return: 1 when it flushed, 0 when not due or when the design skipped
- * the flush (LINUX61 while another flush runs), -EINVAL.
+ * Return: 1 when it flushed, 0 when not due, -EINVAL.
  */
 int tally_stats_periodic_tick(struct tally_stats_tree *t);
 
@@ -499,7 +475,6 @@ int tally_stats_periodic_tick(struct tally_stats_tree *t);
  * @root_flushes: flushes of the root.
  * @groups_flushed: (group, CPU) pairs visited by flushes.
  * @shared_waits: reads that waited for another reader's flush.
- * @skipped: reads that skipped a needed flush (baseline designs only).
  * @groups: groups alive, the root included.
  * @fenced: non-zero when updates of this tree order themselves with a fence
  *	or a sequentially consistent atomic (simulated domains,
@@ -516,7 +491,6 @@ struct tally_stats_info {
 	uint64_t root_flushes;
 	uint64_t groups_flushed;
 	uint64_t shared_waits;
-	uint64_t skipped;
 	uint64_t groups;
 	uint64_t fenced;
 	uint64_t barriers;
@@ -530,13 +504,6 @@ struct tally_stats_info {
  */
 int tally_stats_tree_info(const struct tally_stats_tree *t,
 			  struct tally_stats_info *info);
-
-/**
- * tally_stats_design_name() - "tally", "linux61", "seed001", "linux68".
- *
- * Context: MT-safe, async-signal-safe: returns a constant.
- */
-const char *tally_stats_design_name(enum tally_stats_design design);
 
 #ifdef __cplusplus
 }

@@ -314,12 +314,8 @@ static void link_updated(struct tally_stats_group *g, unsigned int cpu)
 
 		if (fp->linked)
 			return;
-		fp->linked = true;
-		/* Written under flush_lock only: a load and a store. */
-		__atomic_store_n(&g->nr_linked,
-				 __atomic_load_n(&g->nr_linked,
-						 __ATOMIC_RELAXED) + 1,
-				 __ATOMIC_RELAXED);
+		/* Loaded without the lock by stats_group_clean(). */
+		__atomic_store_n(&fp->linked, true, __ATOMIC_RELAXED);
 		fp->marked = idle_mark(true);
 		if (g->parent) {
 			struct stats_fpcpu *pfp = fpcpu_of(g->parent, cpu);
@@ -484,16 +480,13 @@ static void prune_children(struct stats_fpcpu *fp, unsigned int cpu)
 }
 
 /*
- * @n leaves the CPU's updated tree: its values are folded, and no update
- * it could have missed is left.  The release orders the fold's stores
- * before the count a quiet read (stats_group_clean()) loads.
+ * The node leaves the CPU's updated tree: its values are folded, and no
+ * update it could have missed is left.  The release orders the fold's
+ * stores before the flag a quiet read (stats_group_clean()) loads.
  */
-static void unlink_node(struct tally_stats_group *n, struct stats_fpcpu *fp)
+static void unlink_node(struct stats_fpcpu *fp)
 {
-	fp->linked = false;
-	__atomic_store_n(&n->nr_linked,
-			 __atomic_load_n(&n->nr_linked, __ATOMIC_RELAXED) - 1,
-			 __ATOMIC_RELEASE);
+	__atomic_store_n(&fp->linked, false, __ATOMIC_RELEASE);
 }
 
 /*
@@ -526,7 +519,7 @@ static uint64_t fold_cpu(struct tally_stats_group *g, unsigned int cpu,
 				    __ATOMIC_SEQ_CST) != QUEUE_IDLE)
 			continue;
 		if (mark_settled(done, fp->marked))
-			unlink_node(n, fp);
+			unlink_node(fp);
 		else
 			*unsettled = true;
 	}
@@ -618,8 +611,10 @@ void stats_flush_subtree(struct tally_stats_tree *t,
  * visible: an update claims (g, cpu) after its stat store, a pop links it
  * before pass 1 makes it idle again, and only pass 2 unlinks it, after
  * folding every update that did not claim it (the release in
- * unlink_node()).  Each load here is an acquire, in that order: a queued
- * seen idle from pass 1 makes the link before it visible.
+ * unlink_node()).  Each load here is an acquire, queued before linked:
+ * a queued seen idle from pass 1 makes the link before it visible.  Only
+ * @g's own per-CPU lines are read; flushes write nothing of the group's
+ * for it.
  */
 bool stats_group_clean(const struct tally_stats_group *g)
 {
@@ -629,9 +624,11 @@ bool stats_group_clean(const struct tally_stats_group *g)
 		return false;
 	for (unsigned int cpu = 0; cpu < t->domain->nr_cpus; cpu++)
 		if (__atomic_load_n(&pcpu_of(g, cpu)->queued,
-				    __ATOMIC_ACQUIRE) != QUEUE_IDLE)
+				    __ATOMIC_ACQUIRE) != QUEUE_IDLE ||
+		    __atomic_load_n(&fpcpu_of(g, cpu)->linked,
+				    __ATOMIC_ACQUIRE))
 			return false;
-	return !__atomic_load_n(&g->nr_linked, __ATOMIC_ACQUIRE);
+	return true;
 }
 
 void stats_flush_init(struct tally_stats_tree *t)

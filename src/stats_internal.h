@@ -83,7 +83,7 @@ struct stats_hcache {
 struct stats_fpcpu {
 	struct tally_stats_group *children;	/* updated children */
 	struct tally_stats_group *sibling;	/* next updated sibling */
-	bool linked;
+	bool linked;			/* stored atomically: quiet reads */
 	unsigned long marked;		/* barrier ticket of the idle mark */
 	long prev[];			/* stat[] as the last flush saw it */
 };
@@ -123,12 +123,9 @@ struct tally_stats_group {
 
 	/*
 	 * What reads and flushes look at: over, written by updates once per
-	 * move; the number of CPUs whose updated tree links the group,
-	 * written by flushes (under flush_lock); the flushed values; the
-	 * flush side's per-CPU part.
+	 * move; the flushed values; the flush side's per-CPU part.
 	 */
 	long over __attribute__((aligned(STATS_CACHELINE)));
-	unsigned long nr_linked;
 	long *local;			/* flushed values: local, hier, pending */
 	struct stats_fpcpu *fpcpu;	/* flush side, under flush_lock */
 

@@ -686,10 +686,10 @@ static void release_cached(struct tally_stats_group *g, void *arg)
  * The child has only the forking thread.  A thread caught between
  * claiming a group and pushing it never pushes it here, and the CPU's
  * pushing count would never drop: such a CPU's list is rebuilt from the
- * groups marked listed.  A thread caught taking a CPU's hint cache
- * (counted there too) never moves the count it took over: every group's
- * cached counts on CPUs whose cache names another group go to their
- * chains.  Flushes the parent's threads were running left groups linked,
+ * groups marked listed.  A thread caught taking a CPU's hint cache (in
+ * the cache's stealing count) never moves the count it took over: every
+ * group's cached counts on CPUs whose cache names another group go to
+ * their chains.  Flushes the parent's threads were running left groups linked,
  * which the next flush visits: nothing to undo.
  */
 void stats_flush_fork_child(struct tally_stats_tree *t)
@@ -699,10 +699,14 @@ void stats_flush_fork_child(struct tally_stats_tree *t)
 	tally_mutex_reset(&t->flush_lock);
 	for (unsigned int cpu = 0; cpu < t->domain->nr_cpus; cpu++) {
 		unsigned int *pushing = tally_percpu_ptr(t->pushing, cpu);
+		struct stats_hcache *hc = tally_percpu_ptr(t->hcache, cpu);
 
+		if (hc->stealing) {
+			caught = true;
+			hc->stealing = 0;
+		}
 		if (!*pushing)
 			continue;
-		caught = true;
 		*pushing = 0;
 		*(struct stats_pcpu **)tally_percpu_ptr(t->lists, cpu) = NULL;
 		stats_for_each_group(t, relist_claimed, &cpu);

@@ -68,12 +68,16 @@ struct stats_pcpu {
 /*
  * Per (tree, CPU): the hint cache (stats_update.c).  @last names the group
  * whose cached count (stats_pcpu.cacc) on the CPU its chain has not seen
- * yet; @prev, the group of the CPU's last update that missed the cache, is
- * only a hint of who should take it.
+ * yet; @prev, the group of the CPU's last updates that missed the cache
+ * (@runs of them in a row after its first), is only a hint of who should
+ * take it; @stealing counts the takers moving a previous holder's count
+ * (futex, STATS_PUSH_WAITERS when a destroy waits).
  */
 struct stats_hcache {
 	struct tally_stats_group *last;
 	struct tally_stats_group *prev;
+	unsigned int runs;
+	unsigned int stealing;
 };
 
 /* stats_hcache.last of a cache a destroyed group was evicted from. */
@@ -312,9 +316,9 @@ void stats_flush_subtree(struct tally_stats_tree *t,
  */
 void stats_flush_settle(struct tally_stats_tree *t);
 /*
- * Return once @pushing (a CPU's count of claims being pushed and caches
- * being taken) is 0: a short spin, then futex sleeps until the last one
- * wakes it.
+ * Return once @pushing (a CPU's count of claims being pushed, or a
+ * cache's count of takers) is 0: a short spin, then futex sleeps until
+ * the last one wakes it.
  */
 void stats_wait_for_pushes(unsigned int *pushing);
 /*

@@ -101,7 +101,7 @@ static int tree_setup(struct tally_stats_tree *t,
 		if (err)
 			return err;
 	}
-	t->hcache = tally_percpu_alloc(t->domain, sizeof(*t->hcache), 16);
+	t->hcache = tally_percpu_alloc(t->domain, sizeof(*t->hcache), 32);
 	t->lists = tally_percpu_alloc(t->domain, sizeof(*t->lists), 0);
 	t->pushing = tally_percpu_alloc(t->domain, sizeof(*t->pushing), 0);
 	if (!t->hcache || !t->lists || !t->pushing)

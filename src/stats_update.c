@@ -12,8 +12,9 @@
  *      the update takes the other way); otherwise it adds the hint to the
  *      per-CPU threshold count of G and of each ancestor (the chain: byte
  *      offsets kept in G, the same on every CPU, so no pointer chasing)
- *      and G takes the cache if it also made c's previous update that
- *      missed it (steal()); then it commits delta to G's stat[i] on c.
+ *      and G takes the cache if it also made c's previous two updates
+ *      that missed it (steal()); then it commits delta to G's stat[i] on
+ *      c.
  *      A run of updates of one group costs the same at any depth;
  *   2. if (G, c) is idle, claims it (idle -> listed) and pushes it on c's
  *      lock-free list; c's pushing count covers the claim and the push;
@@ -50,7 +51,10 @@
 #include "inject.h"
 #include "stats_internal.h"
 
-/* Wake flushers blocked on @pushing once its count fell to 0. */
+/*
+ * Wake flushers blocked on @pushing once its count fell to 0 (or a destroy
+ * blocked on a cache's stealing count).
+ */
 static void wake_flushers(unsigned int *pushing)
 {
 	unsigned int waiters = STATS_PUSH_WAITERS;
@@ -195,21 +199,28 @@ static inline long hint_of(const struct tally_stats_group *g, long delta)
  * less cache_cap - 1 per CPU: the read bound still holds, since at most
  * one group per CPU holds a cached count that its chain has not seen.
  *
- * A group updated twice in a row on a CPU without the cache takes it (not
- * every group of a spread of updates, each taking it from the last before
- * it was used).  Taking it ends the previous group's cached count on that
- * CPU: the taker moves it to that group's chain (steal()).  Only sequences
- * on the CPU that find their group named add to or empty a cached count,
- * and the taker's sequence runs on the CPU too: once it named itself, the
- * count it takes over is still.  The previous group stays alive meanwhile:
- * the taker counts itself in the CPU's pushing count, which a destroy
- * waits for (stats_hcache_evict()).  Without rseq (fallback mode,
- * simulated CPUs) no group takes the cache.
+ * A group updated three times in a row on a CPU without the cache takes
+ * it (not every group of a spread of updates, each taking it from the
+ * last before it was used).  Taking it ends the previous group's cached
+ * count on that CPU: the taker moves it to that group's chain (steal()).
+ * Only sequences on the CPU that find their group named add to or empty a
+ * cached count, and the taker's sequence runs on the CPU too: once it
+ * named itself, the count it takes over is still.  The previous group
+ * stays alive meanwhile: the taker counts itself in the cache's stealing
+ * count, which a destroy waits for (stats_hcache_evict()), and nothing
+ * else does.  Without rseq (fallback mode, simulated CPUs) no group takes
+ * the cache.
  */
 enum hc_result { HC_DONE, HC_FULL, HC_UNREGISTERED };
 
 /* Set in the OR of the counts: the group should take the CPU's cache. */
 #define HC_TAKE (1ul << 63)
+/*
+ * Misses of the cache in a row by one group, after its first, before it
+ * takes it: with 2 (3 in a row), updates spread over n groups take it
+ * about once per n^2 updates, not once per n.
+ */
+#define HC_RUNS_ "2"
 
 /*
  * The sequence of an update on the current CPU c (r11: c's cache, r10:
@@ -218,8 +229,8 @@ enum hc_result { HC_DONE, HC_FULL, HC_UNREGISTERED };
  *   - @g holds the cache: hint added to @g's cached count unless that
  *     fills it (then out to "full", no store);
  *   - otherwise: hint added to each count of the chain, ORed into acc;
- *     if @g made the CPU's last update that missed the cache too (prev),
- *     HC_TAKE is set in acc, else @g becomes prev;
+ *     if @g also made the CPU's last updates that missed the cache (prev,
+ *     runs), HC_TAKE is set in acc, else @g becomes prev;
  *
  * then the commit of @v to @stat.  The stores before the commit are redone
  * if the sequence restarts: a hint may be counted twice (a flush a little
@@ -275,8 +286,12 @@ enum hc_result { HC_DONE, HC_FULL, HC_UNREGISTERED };
 		"cmpq %[g], %c[o_prev](%%r11)\n\t"			\
 		"je 15f\n\t"						\
 		"movq %[g], %c[o_prev](%%r11)\n\t"			\
+		"movl $0, %c[o_runs](%%r11)\n\t"			\
 		"jmp 20f\n\t"						\
 		"15:\n\t"						\
+		"addl $1, %c[o_runs](%%r11)\n\t"			\
+		"cmpl $" HC_RUNS_ ", %c[o_runs](%%r11)\n\t"		\
+		"jb 20f\n\t"						\
 		"btsq $63, %[acc]\n\t"					\
 		"20:\n\t"						\
 		"addq %[v], (%[stat],%%rax)\n\t"			\
@@ -292,7 +307,8 @@ enum hc_result { HC_DONE, HC_FULL, HC_UNREGISTERED };
 		  [o_chain] "i" (offsetof(struct tally_stats_group, chain_offs)), \
 		  [o_nr] "i" (offsetof(struct tally_stats_group, nr_chain)), \
 		  [o_cacc] "i" (offsetof(struct stats_pcpu, cacc)),	\
-		  [o_prev] "i" (offsetof(struct stats_hcache, prev))	\
+		  [o_prev] "i" (offsetof(struct stats_hcache, prev)),	\
+		  [o_runs] "i" (offsetof(struct stats_hcache, runs))	\
 		: "rcx", "r8", "r9", "r10", "r11", "memory", "cc"	\
 		: aborted, unregistered, full)
 
@@ -410,24 +426,23 @@ static void hcache_release(struct tally_stats_group *g, unsigned int cpu)
 
 /*
  * @g takes the current CPU's cache: what the previous holder cached goes
- * to its chain.  Counted in the CPU's pushing count meanwhile, so that a
- * destroy of the previous holder waits for it (and a flush's pass 1, a
- * few instructions more).
+ * to its chain.  Counted in @cpu's stealing count meanwhile, so that a
+ * destroy of the previous holder waits for it.
  */
 static __attribute__((noinline)) void steal(struct tally_stats_group *g,
 					    unsigned int cpu)
 {
-	unsigned int *pushing = tally_percpu_ptr(g->tree->pushing, cpu);
+	struct stats_hcache *hc = tally_percpu_ptr(g->hcache, cpu);
 	struct tally_stats_group *old;
 	unsigned int at = 0;
 
-	__atomic_add_fetch(pushing, 1, __ATOMIC_SEQ_CST);
+	__atomic_add_fetch(&hc->stealing, 1, __ATOMIC_SEQ_CST);
 	old = hcache_name(g, &at);
 	if (old && old != g && old != STATS_HCACHE_EVICTED)
 		hcache_release(old, at);
-	if (__atomic_sub_fetch(pushing, 1, __ATOMIC_SEQ_CST) ==
+	if (__atomic_sub_fetch(&hc->stealing, 1, __ATOMIC_SEQ_CST) ==
 	    STATS_PUSH_WAITERS)
-		wake_flushers(pushing);
+		wake_flushers(&hc->stealing);
 }
 
 /*
@@ -453,7 +468,9 @@ void stats_hcache_evict(struct tally_stats_group *g)
 						    __ATOMIC_RELAXED);
 	}
 	for (unsigned int cpu = 0; cpu < nr; cpu++) {
-		stats_wait_for_pushes(tally_percpu_ptr(t->pushing, cpu));
+		struct stats_hcache *hc = tally_percpu_ptr(t->hcache, cpu);
+
+		stats_wait_for_pushes(&hc->stealing);
 		hcache_release(g, cpu);
 	}
 }

@@ -59,7 +59,8 @@ int stats_tree_create_design(struct tally_stats_tree **out,
 			     const struct stats_design_ops *ops);
 
 /* The design of @t. */
-const struct stats_design_ops *stats_design_of(const struct tally_stats_tree *t);
+const struct stats_design_ops *
+stats_design_of(const struct tally_stats_tree *t);
 /* The design's per-tree state (NULL until it sets one). */
 void *stats_design_state(const struct tally_stats_tree *t);
 void stats_design_set_state(struct tally_stats_tree *t, void *state);

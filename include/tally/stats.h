@@ -40,13 +40,14 @@
  *
  * Memory barriers: updates need no fence, and flushes issue no barrier
  * of their own (their only system call is a futex wait for an updater
- * caught between its claim and its push).  A group a flush found updated stays on the flush path (visited by
- * the flushes of its ancestors) until a membarrier(PRIVATE_EXPEDITED)
- * issued after that flush has made every racing update visible; reads
- * that flush issue one at most every 10 ms in the process, and destroy
- * one per group.  If membarrier() is unavailable, or the
- * environment variable TALLY_MEMBARRIER=off is set when the first tree is
- * created, updates issue a full fence instead (a few ns more).  If it
+ * caught between its claim and its push).  A group a flush found updated
+ * stays on the flush path (visited by the flushes of its ancestors) until
+ * a membarrier(PRIVATE_EXPEDITED) issued after that flush has made every
+ * racing update visible; reads that flush issue one at most every 10 ms
+ * in the process, and destroy one per group.  If membarrier() is
+ * unavailable, or the environment variable TALLY_MEMBARRIER=off is set
+ * when the first tree is created, updates issue a full fence instead (a
+ * few ns more).  If it
  * fails later, the process switches to fences safely (a one-time
  * membarrier(GLOBAL), or a TLB shootdown of a page it unmaps when that fails
  * too); tally_stats_tree_info() reports the mode.
@@ -317,8 +318,8 @@ int tally_stats_group_path(const struct tally_stats_group *g, char *buf,
  * hint min(|@delta|, threshold + 1) to the per-CPU threshold counts of the
  * group and of each ancestor; once per batch a count moves to its group's
  * atomic.  Each CPU of a tree also has a hint cache, taken by a group
- * updated twice in a row there: while it lasts, the hint goes to the
- * cache instead of the counts, and the update costs the same at any
+ * updated three times in a row there: while it lasts, the hint goes to
+ * the cache instead of the counts, and the update costs the same at any
  * depth; once the cache would hold a quarter batch it moves to the overs
  * of the group and its ancestors (so a group flushes past batch x nr_cpus
  * less a quarter batch per CPU, and tally_stats_read_bound() holds).  The

@@ -107,7 +107,11 @@ HEADERS := $(PUBLIC_HEADERS) \
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 BENCH_OBJ := $(BENCH_SRC:%.c=$(BUILD)/obj/%.o)
 CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
-SUPPORT_OBJ := $(TEST_SUPPORT:%.c=$(BUILD)/obj/%.o)
+# The statistics tree's comparison designs live with the benchmark (on an
+# internal hook of the static library); the tests that compare designs
+# link them too.
+SUPPORT_OBJ := $(TEST_SUPPORT:%.c=$(BUILD)/obj/%.o) \
+	$(BUILD)/obj/bench/stats_designs.o
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 EXAMPLE_BIN := $(EXAMPLE_SRC:examples/%.c=$(BUILD)/examples/%)
 SO_LINKS := $(BUILD)/$(SONAME) $(BUILD)/libtally.so

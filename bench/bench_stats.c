@@ -79,6 +79,7 @@
 #include "machine.h"
 #include "measure.h"
 #include "rand.h"
+#include "stats_designs.h"
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -102,9 +103,9 @@ static const struct tally_stat_desc schema[NR_STATS] = {
 	{ "check0", TALLY_STAT_EVENT },	  { "check1", TALLY_STAT_EVENT },
 };
 
-static const enum tally_stats_design designs[NR_DESIGNS] = {
-	TALLY_DESIGN_TALLY, TALLY_DESIGN_LINUX61, TALLY_DESIGN_SEED001,
-	TALLY_DESIGN_LINUX68,
+static const enum bench_stats_design designs[NR_DESIGNS] = {
+	BENCH_STATS_TALLY, BENCH_STATS_LINUX61, BENCH_STATS_SEED001,
+	BENCH_STATS_LINUX68,
 };
 
 static const unsigned int depths[] = { 1, 2, 4, 8 };
@@ -189,6 +190,7 @@ struct phase_result {
 	uint64_t stale;
 	unsigned int readers_started;
 	struct tally_stats_info info;
+	uint64_t skipped;		/* reads that skipped a needed flush */
 	struct lat_hist forced;		/* the checkers' reads */
 };
 
@@ -415,7 +417,7 @@ static double us(double ns)
 
 static const char *design_name(unsigned int d)
 {
-	return tally_stats_design_name(designs[d]);
+	return bench_stats_design_name(designs[d]);
 }
 
 /* ---- trees -------------------------------------------------------------- */
@@ -423,9 +425,9 @@ static const char *design_name(unsigned int d)
 
 static struct tally_stats_tree *tree_new(unsigned int d)
 {
-	struct tally_stats_options o = { .design = designs[d] };
 	struct tally_stats_tree *t;
-	int err = tally_stats_tree_create(&t, schema, NR_STATS, &o);
+	int err = bench_stats_tree_create(&t, schema, NR_STATS, NULL,
+					  designs[d]);
 
 	if (err) {
 		fprintf(stderr, "tally: cannot create a %s stats tree: %s\n",
@@ -742,6 +744,7 @@ static int phase_run(struct phase *ph, struct tally_stats_tree *tree,
 		}
 	}
 	tally_stats_tree_info(tree, &res->info);
+	res->skipped = bench_stats_skipped(tree);
 	pthread_cond_destroy(&ph->cond);
 	pthread_mutex_destroy(&ph->lock);
 	free(w);
@@ -769,8 +772,7 @@ static double update_rep(void *arg, unsigned long n)
 
 static bool per_group_threshold(unsigned int d)
 {
-	return designs[d] == TALLY_DESIGN_TALLY ||
-	       designs[d] == TALLY_DESIGN_LINUX68;
+	return !bench_stats_global_threshold(designs[d]);
 }
 
 /* A chain l1/l2/.../l@depth below the root: chain[k] is k levels deep. */
@@ -1029,7 +1031,7 @@ static double flush_best(const struct flush_shape *sh)
 {
 	unsigned int mids = (sh->groups + FLUSH_FANOUT - 1) / FLUSH_FANOUT;
 	struct tally_stats_group **g = calloc(sh->groups + mids, sizeof(*g));
-	struct tally_stats_options o = { .design = designs[0] };
+	struct tally_stats_options o = { 0 };
 	struct tally_stats_tree *t = NULL;
 	struct tally_domain *d = NULL;
 	uint64_t rng = SEED, best = UINT64_MAX;
@@ -1206,7 +1208,7 @@ static void readers_json(struct run *r, unsigned int d, unsigned int p)
 	bench_json_int(w, "flushes", (long long)x->with.info.flushes);
 	bench_json_int(w, "root_flushes", (long long)x->with.info.root_flushes);
 	bench_json_int(w, "shared_waits", (long long)x->with.info.shared_waits);
-	bench_json_int(w, "skipped_flushes", (long long)x->with.info.skipped);
+	bench_json_int(w, "skipped_flushes", (long long)x->with.skipped);
 	bench_json_double(w, "seconds", x->with.elapsed_s);
 	bench_json_end(w);
 }
@@ -1275,7 +1277,7 @@ static void readers_report(struct run *r)
 				us(lat_hist_percentile(&x->forced, 0.99)),
 				(unsigned long long)x->info.flushes,
 				(unsigned long long)x->info.root_flushes,
-				(unsigned long long)x->info.skipped,
+				(unsigned long long)x->skipped,
 				writer_rate(x) / 1e6, alone / 1e6,
 				writer_rate(x) / alone);
 		}

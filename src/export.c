@@ -919,9 +919,7 @@ static int snapshot(struct tally_exporter *e, const struct source *s)
 	if (s->memcg)
 		return stats_walk_sorted(t, snapshot_memcg_group, e);
 	if (s->mode == TALLY_FLUSH_FORCE) {
-		/* The baseline designs may skip: then flush past them. */
-		if (!t->ops->flush(t->root, true))
-			stats_flush_subtree(t, t->root, false);
+		tally_stats_flush(t->root);
 	} else {
 		tally_stats_snapshot(t->root, TALLY_FLUSH_IF_NEEDED, NULL,
 				     NULL);

@@ -115,7 +115,23 @@ static struct {
 	unsigned long started;	/* tickets taken */
 	unsigned long done;	/* the highest ticket whose barrier completed */
 	uint64_t last_ns;	/* when stats_flush_settle() last issued one */
-} barriers __attribute__((aligned(STATS_CACHELINE)));
+	/*
+	 * Least CLOCK_MONOTONIC_COARSE time between two (a few ns to read,
+	 * against tens for the precise clock, on every flush): SETTLE_NS
+	 * plus its resolution, so that SETTLE_NS really passed.
+	 */
+	uint64_t gap_ns;
+} barriers __attribute__((aligned(STATS_CACHELINE))) = {
+	.gap_ns = 2 * SETTLE_NS,
+};
+
+static uint64_t coarse_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 /* --- barrier ------------------------------------------------------------ */
 
@@ -133,6 +149,12 @@ static int membarrier_cmd(int cmd, enum tally_inject_point point)
 static void setup_barrier_mode(void)
 {
 	const char *env = getenv("TALLY_MEMBARRIER");
+	struct timespec res;
+
+	if (!clock_getres(CLOCK_MONOTONIC_COARSE, &res) && !res.tv_sec)
+		__atomic_store_n(&barriers.gap_ns,
+				 SETTLE_NS + (uint64_t)res.tv_nsec,
+				 __ATOMIC_RELAXED);
 
 	if ((env && !strcmp(env, "off")) ||
 	    syscall(__NR_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED,
@@ -243,9 +265,9 @@ void stats_flush_settle(struct tally_stats_tree *t)
 
 	if (!__atomic_load_n(&t->unsettled, __ATOMIC_RELAXED))
 		return;
-	now = stats_mono_ns();
+	now = coarse_ns();
 	last = __atomic_load_n(&barriers.last_ns, __ATOMIC_RELAXED);
-	if (now - last < SETTLE_NS ||
+	if (now - last < __atomic_load_n(&barriers.gap_ns, __ATOMIC_RELAXED) ||
 	    !__atomic_compare_exchange_n(&barriers.last_ns, &last, now, false,
 					 __ATOMIC_RELAXED, __ATOMIC_RELAXED))
 		return;
@@ -256,7 +278,7 @@ void stats_flush_settle(struct tally_stats_tree *t)
 
 /* --- waiting for pushes ------------------------------------------------- */
 
-static void wait_for_pushes(unsigned int *pushing)
+void stats_wait_for_pushes(unsigned int *pushing)
 {
 	for (unsigned int spins = 0;; spins++) {
 		unsigned int v = __atomic_load_n(pushing, __ATOMIC_ACQUIRE);
@@ -292,7 +314,8 @@ static void link_updated(struct tally_stats_group *g, unsigned int cpu)
 
 		if (fp->linked)
 			return;
-		fp->linked = true;
+		/* Loaded without the lock by stats_group_clean(). */
+		__atomic_store_n(&fp->linked, true, __ATOMIC_RELAXED);
 		fp->marked = idle_mark(true);
 		if (g->parent) {
 			struct stats_fpcpu *pfp = fpcpu_of(g->parent, cpu);
@@ -457,6 +480,16 @@ static void prune_children(struct stats_fpcpu *fp, unsigned int cpu)
 }
 
 /*
+ * The node leaves the CPU's updated tree: its values are folded, and no
+ * update it could have missed is left.  The release orders the fold's
+ * stores before the flag a quiet read (stats_group_clean()) loads.
+ */
+static void unlink_node(struct stats_fpcpu *fp)
+{
+	__atomic_store_n(&fp->linked, false, __ATOMIC_RELEASE);
+}
+
+/*
  * Pass 2 on one CPU, flush_lock held: fold G's updated subtree children
  * first, then unlink every group that nobody re-queued since pass 1, whose
  * idle mark a barrier settled and that keeps no linked child.  A re-queued
@@ -486,7 +519,7 @@ static uint64_t fold_cpu(struct tally_stats_group *g, unsigned int cpu,
 				    __ATOMIC_SEQ_CST) != QUEUE_IDLE)
 			continue;
 		if (mark_settled(done, fp->marked))
-			fp->linked = false;
+			unlink_node(fp);
 		else
 			*unsettled = true;
 	}
@@ -512,15 +545,16 @@ static uint64_t fold_cpu(struct tally_stats_group *g, unsigned int cpu,
  * flush_lock.  Both at once need no barrier between them: what an update
  * racing with the mark hides from the fold stays linked, unsettled.
  */
-static void flush_cpu(struct tally_stats_tree *t, struct tally_stats_group *g,
-		      unsigned int cpu, bool mark, bool fold, bool immediate)
+static uint64_t flush_cpu(struct tally_stats_tree *t,
+			  struct tally_stats_group *g, unsigned int cpu,
+			  bool mark, bool fold, bool immediate)
 {
 	bool unsettled = false;
 	uint64_t visited = 0;
 
 	/* Claims seen by updates that completed before us are pushed. */
 	if (mark)
-		wait_for_pushes(tally_percpu_ptr(t->pushing, cpu));
+		stats_wait_for_pushes(tally_percpu_ptr(t->pushing, cpu));
 	pthread_mutex_lock(&t->flush_lock);
 	pop_updates(t, cpu);
 	if (mark)
@@ -530,24 +564,23 @@ static void flush_cpu(struct tally_stats_tree *t, struct tally_stats_group *g,
 	if (fold)
 		visited = fold_cpu(g, cpu, &unsettled);
 	pthread_mutex_unlock(&t->flush_lock);
-	if (unsettled)
+	if (unsettled && !__atomic_load_n(&t->unsettled, __ATOMIC_RELAXED))
 		__atomic_store_n(&t->unsettled, true, __ATOMIC_RELAXED);
-	stats_count_info(&t->info.groups_flushed, visited);
+	return visited;
 }
 
 void stats_flush_subtree(struct tally_stats_tree *t,
 			 struct tally_stats_group *g, bool settle)
 {
 	unsigned int nr = t->domain->nr_cpus;
-	uint64_t start = stats_now(t);
+	/* The clock only for a root flush: ratelimited reads look at it. */
+	uint64_t start = g->parent ? 0 : stats_now(t), visited = 0;
 	/* Updates fence or are seq_cst atomics: a fence settles the marks. */
 	bool immediate = t->simulated ||
 			 __atomic_load_n(&stats_barrier_state,
 					 __ATOMIC_SEQ_CST) == BARRIER_FENCED;
 
 	__atomic_store_n(&g->over, 0, __ATOMIC_RELAXED);
-	if (!g->parent)
-		__atomic_store_n(&t->global_over, 0, __ATOMIC_RELAXED);
 	zero_over(t, g);
 	if (settle && !immediate) {
 		for (unsigned int cpu = 0; cpu < nr; cpu++)
@@ -555,19 +588,47 @@ void stats_flush_subtree(struct tally_stats_tree *t,
 		tally_inject(TALLY_INJECT_FLUSH_BETWEEN_PASSES);
 		ticketed_barrier(t);
 		for (unsigned int cpu = 0; cpu < nr; cpu++)
-			flush_cpu(t, g, cpu, false, true, false);
+			visited += flush_cpu(t, g, cpu, false, true, false);
 	} else {
 		for (unsigned int cpu = 0; cpu < nr; cpu++) {
-			flush_cpu(t, g, cpu, true, true, immediate);
+			visited += flush_cpu(t, g, cpu, true, true, immediate);
 			if (!cpu)
 				tally_inject(TALLY_INJECT_FLUSH_BETWEEN_PASSES);
 		}
 	}
+	stats_count_info(&t->info.groups_flushed, visited);
 	stats_count_info(&t->info.flushes, 1);
 	if (!g->parent) {
 		stats_count_info(&t->info.root_flushes, 1);
 		__atomic_store_n(&t->last_root_flush, start, __ATOMIC_RELAXED);
 	}
+}
+
+/*
+ * Whether a flush of @g would fold nothing: @g has no child, and on every
+ * CPU it is idle and out of the updated tree.  Then every update of @g
+ * that happens before the call was folded, and the fold's stores are
+ * visible: an update claims (g, cpu) after its stat store, a pop links it
+ * before pass 1 makes it idle again, and only pass 2 unlinks it, after
+ * folding every update that did not claim it (the release in
+ * unlink_node()).  Each load here is an acquire, queued before linked:
+ * a queued seen idle from pass 1 makes the link before it visible.  Only
+ * @g's own per-CPU lines are read; flushes write nothing of the group's
+ * for it.
+ */
+bool stats_group_clean(const struct tally_stats_group *g)
+{
+	const struct tally_stats_tree *t = g->tree;
+
+	if (__atomic_load_n(&g->first_child, __ATOMIC_ACQUIRE))
+		return false;
+	for (unsigned int cpu = 0; cpu < t->domain->nr_cpus; cpu++)
+		if (__atomic_load_n(&pcpu_of(g, cpu)->queued,
+				    __ATOMIC_ACQUIRE) != QUEUE_IDLE ||
+		    __atomic_load_n(&fpcpu_of(g, cpu)->linked,
+				    __ATOMIC_ACQUIRE))
+			return false;
+	return true;
 }
 
 void stats_flush_init(struct tally_stats_tree *t)
@@ -613,23 +674,43 @@ static void relist_claimed(struct tally_stats_group *g, void *arg)
 	}
 }
 
+/* A taker of a cache in a parent thread may have left @g's count. */
+static void release_cached(struct tally_stats_group *g, void *arg)
+{
+	(void)arg;
+	for (unsigned int cpu = 0; cpu < g->tree->domain->nr_cpus; cpu++)
+		stats_hcache_fork_child(g, cpu);
+}
+
 /*
  * The child has only the forking thread.  A thread caught between
  * claiming a group and pushing it never pushes it here, and the CPU's
  * pushing count would never drop: such a CPU's list is rebuilt from the
- * groups marked listed.  Flushes the parent's threads were running left
- * groups linked, which the next flush visits: nothing to undo.
+ * groups marked listed.  A thread caught taking a CPU's hint cache (in
+ * the cache's stealing count) never moves the count it took over: every
+ * group's cached counts on CPUs whose cache names another group go to
+ * their chains.  Flushes the parent's threads were running left groups linked,
+ * which the next flush visits: nothing to undo.
  */
 void stats_flush_fork_child(struct tally_stats_tree *t)
 {
+	bool caught = false;
+
 	tally_mutex_reset(&t->flush_lock);
 	for (unsigned int cpu = 0; cpu < t->domain->nr_cpus; cpu++) {
 		unsigned int *pushing = tally_percpu_ptr(t->pushing, cpu);
+		struct stats_hcache *hc = tally_percpu_ptr(t->hcache, cpu);
 
+		if (hc->stealing) {
+			caught = true;
+			hc->stealing = 0;
+		}
 		if (!*pushing)
 			continue;
 		*pushing = 0;
 		*(struct stats_pcpu **)tally_percpu_ptr(t->lists, cpu) = NULL;
 		stats_for_each_group(t, relist_claimed, &cpu);
 	}
+	if (caught)
+		stats_for_each_group(t, release_cached, NULL);
 }

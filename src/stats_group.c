@@ -210,20 +210,23 @@ static unsigned int depth_of(const struct tally_stats_group *g)
 	return depth;
 }
 
-/* Fill the threshold chain: one shared count, or the group's ancestry. */
-static void set_chain(struct tally_stats_tree *t, struct tally_stats_group *g)
+/* Fill the threshold chain: the group's count, then each ancestor's. */
+static void set_chain(struct tally_stats_group *g)
 {
 	unsigned int i = 0;
 
-	if (t->ops->global_threshold) {
-		g->chain_offs[0] = (char *)t->global_count - (char *)g->pcpu;
-		stats_chain_over(g)[0] = &t->global_over;
-		return;
-	}
 	for (struct tally_stats_group *a = g; a; a = a->parent, i++) {
 		g->chain_offs[i] = (char *)&a->pcpu->count - (char *)g->pcpu;
 		stats_chain_over(g)[i] = &a->over;
 	}
+}
+
+void stats_design_set_chain(struct tally_stats_group *g, long *count,
+			    long *over)
+{
+	g->nr_chain = 1;
+	g->chain_offs[0] = (char *)count - (char *)g->pcpu;
+	stats_chain_over(g)[0] = over;
 }
 
 /*
@@ -234,8 +237,7 @@ struct tally_stats_group *stats_group_new(struct tally_stats_tree *t,
 					  struct tally_stats_group *parent,
 					  const char *name, size_t len)
 {
-	unsigned int nr_chain = t->ops->global_threshold ? 1
-							 : depth_of(parent) + 1;
+	unsigned int nr_chain = depth_of(parent) + 1;
 	struct tally_stats_group *g;
 	size_t n = t->nr_stats;
 
@@ -252,6 +254,8 @@ struct tally_stats_group *stats_group_new(struct tally_stats_tree *t,
 	g->nr_stats = (unsigned short)t->nr_stats;
 	g->nr_chain = nr_chain;
 	g->batch = t->batch;
+	g->cache_cap = t->cache_cap;
+	g->hcache = t->hcache;
 	g->hint_cap = t->threshold + 1;
 	g->simulated = t->simulated;
 	g->name = strndup(name, len);
@@ -269,7 +273,9 @@ struct tally_stats_group *stats_group_new(struct tally_stats_tree *t,
 		stats_group_free(g);
 		return NULL;
 	}
-	set_chain(t, g);
+	set_chain(g);
+	if (t->ops->group_init)
+		t->ops->group_init(g);
 	g->magic = STATS_GROUP_MAGIC;
 	return g;
 }
@@ -312,7 +318,8 @@ int stats_group_create_owned(struct tally_stats_group *parent,
 		g->next_sibling = parent->first_child;
 		if (parent->first_child)
 			parent->first_child->prev_sibling = g;
-		parent->first_child = g;
+		/* Loaded without the lock by stats_group_clean(). */
+		__atomic_store_n(&parent->first_child, g, __ATOMIC_RELEASE);
 		g->hash_next = *b;
 		*b = g;
 		t->nr_hashed++;
@@ -340,7 +347,8 @@ int stats_group_detach(struct tally_stats_group *g)
 	if (g->prev_sibling)
 		g->prev_sibling->next_sibling = g->next_sibling;
 	else
-		g->parent->first_child = g->next_sibling;
+		__atomic_store_n(&g->parent->first_child, g->next_sibling,
+				 __ATOMIC_RELEASE);
 	if (g->next_sibling)
 		g->next_sibling->prev_sibling = g->prev_sibling;
 	unhash(g);
@@ -353,6 +361,8 @@ void stats_group_finish(struct tally_stats_group *g)
 {
 	struct tally_stats_tree *t = g->tree;
 
+	/* No CPU's hint cache names it any more; its hints went up. */
+	stats_hcache_evict(g);
 	/* After this flush and the quiesce, g is linked on no CPU and no
 	 * flusher holds it. */
 	stats_flush_subtree(t, g, true);

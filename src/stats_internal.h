@@ -12,12 +12,15 @@
  *                     that let groups leave the flush path        flush_lock
  *   stats_read.c      reads; the TALLY design's shared, fresh
  *                     flushes                                     coord_lock
- *   stats_designs.c   the baseline designs (Linux 6.1, seed001,
- *                     Linux 6.8) behind struct stats_design_ops   their own
  *   stats_group.c     group lifetime, names, paths                topo_lock
  *   stats_periodic.c  the periodic flusher                        periodic_lock
  *   stats_fork.c      fork(): every lock, in the order above      trees_lock
  *   stats_tree.c      trees, schemas, info
+ *
+ * A tree's design (struct stats_design_ops, stats_design.h) decides
+ * which flush a read needs and how readers share it: the TALLY design
+ * (stats_read.c) for the library's trees; the comparison designs of
+ * `tally bench stats` (bench/stats_designs.c) through the same hook.
  *
  * Lock order (fork_prepare takes them in this order, tree by tree):
  * trees_lock, topo_lock, the design's locks (coord_lock for TALLY),
@@ -34,6 +37,7 @@
 #include <tally/percpu.h>
 #include <tally/stats.h>
 #include "domain_internal.h"
+#include "stats_design.h"
 
 #define STATS_CACHELINE 64
 #define STATS_GROUP_MAGIC 0x7a11c0de5ca1ab1eul
@@ -53,17 +57,37 @@ enum {
  */
 struct stats_pcpu {
 	long count;			/* threshold hint not yet in over */
+	long cacc;			/* hint cached while the group holds
+					 * the CPU's cache (stats_update.c) */
 	int queued;
 	struct stats_pcpu *next;	/* the CPU's update list */
 	struct tally_stats_group *group;	/* set by the pushing update */
 	long stat[];
 };
 
+/*
+ * Per (tree, CPU): the hint cache (stats_update.c).  @last names the group
+ * whose cached count (stats_pcpu.cacc) on the CPU its chain has not seen
+ * yet; @prev, the group of the CPU's last updates that missed the cache
+ * (@runs of them in a row after its first), is only a hint of who should
+ * take it; @stealing counts the takers moving a previous holder's count
+ * (futex, STATS_PUSH_WAITERS when a destroy waits).
+ */
+struct stats_hcache {
+	struct tally_stats_group *last;
+	struct tally_stats_group *prev;
+	unsigned int runs;
+	unsigned int stealing;
+};
+
+/* stats_hcache.last of a cache a destroyed group was evicted from. */
+#define STATS_HCACHE_EVICTED ((struct tally_stats_group *)1)
+
 /* Per (group, CPU), touched by flushers only, under flush_lock. */
 struct stats_fpcpu {
 	struct tally_stats_group *children;	/* updated children */
 	struct tally_stats_group *sibling;	/* next updated sibling */
-	bool linked;
+	bool linked;			/* stored atomically: quiet reads */
 	unsigned long marked;		/* barrier ticket of the idle mark */
 	long prev[];			/* stat[] as the last flush saw it */
 };
@@ -72,6 +96,7 @@ struct stats_fpcpu {
 struct stats_share {
 	bool active, pending;
 	unsigned int running;		/* flushes of the group, takeovers too */
+	unsigned int timed;		/* flushes run: one in 8 is timed */
 	uint64_t active_stamp, done_stamp;
 	uint64_t flush_ns;		/* what a flush of it takes, unpreempted */
 	pthread_cond_t cond;
@@ -80,8 +105,8 @@ struct stats_share {
 struct tally_stats_group {
 	/*
 	 * Read-mostly, written only by creation, one line: what every
-	 * update reads, and what flushes and reads need to find the rest
-	 * (a flush right after updates finds this line in the cache).
+	 * update reads, and what flushes need to find the rest (a flush
+	 * right after updates finds this line in the cache).
 	 */
 	struct tally_stats_tree *tree;
 	struct stats_pcpu *pcpu;
@@ -91,16 +116,22 @@ struct tally_stats_group {
 	 * (stats_chain_over()) the overs they move to.
 	 */
 	long *chain_offs;
-	struct stats_fpcpu *fpcpu;	/* flush side, under flush_lock */
-	long *local;			/* flushed values: local, hier, pending */
-	unsigned long batch;
+	struct stats_hcache *hcache;	/* the tree's, per CPU */
+	/* Counts move to over from the batch; the hint cache holds less
+	 * than cache_cap (the tree's). */
+	unsigned long batch, cache_cap;
 	unsigned long hint_cap;		/* largest hint one update adds */
 	unsigned int nr_chain;
 	unsigned short nr_stats;
 	bool simulated;
 
-	/* Written by updates once per batch; read by if-needed reads. */
+	/*
+	 * What reads and flushes look at: over, written by updates once per
+	 * move; the flushed values; the flush side's per-CPU part.
+	 */
 	long over __attribute__((aligned(STATS_CACHELINE)));
+	long *local;			/* flushed values: local, hier, pending */
+	struct stats_fpcpu *fpcpu;	/* flush side, under flush_lock */
 
 	/* Structure, under the tree's topo_lock. */
 	struct tally_stats_group *parent __attribute__((aligned(STATS_CACHELINE)));
@@ -124,19 +155,23 @@ _Static_assert(offsetof(struct tally_stats_group, over) == STATS_CACHELINE,
 	       "over starts its own cache line");
 _Static_assert(offsetof(struct tally_stats_group, parent) ==
 		       2 * STATS_CACHELINE,
-	       "over is alone on its cache line");
+	       "what reads look at has a cache line of its own");
 _Static_assert(offsetof(struct tally_stats_group, share) %
 			       STATS_CACHELINE == 0,
 	       "flush sharing has cache lines of its own");
-
-struct stats_design_ops;
 
 struct tally_stats_tree {
 	/* Read-mostly. */
 	struct tally_domain *domain;
 	const struct stats_design_ops *ops;
-	void *design_state;		/* the baseline designs' own */
-	unsigned long batch, threshold;
+	void *design_state;		/* another design's own */
+	/*
+	 * threshold: batch x nr_cpus.  A group flushes once over passes
+	 * flush_at: the threshold less what the CPUs' hint caches may hold
+	 * (cache_cap - 1 each, and no cache on simulated CPUs), so that the
+	 * read bound stays threshold + nr_cpus x (batch - 1).
+	 */
+	unsigned long batch, threshold, flush_at, cache_cap;
 	uint64_t period_ns;
 	uint64_t (*clock)(void *arg);
 	void *clock_arg;
@@ -147,12 +182,9 @@ struct tally_stats_tree {
 	struct tally_stats_group *root;
 
 	/* Per CPU. */
+	struct stats_hcache *hcache;	/* stats_update.c */
 	struct stats_pcpu **lists;	/* update list heads */
 	unsigned int *pushing;		/* claims being pushed (futex) */
-	long *global_count;		/* global-threshold designs */
-
-	/* Global-threshold designs: moved counts. */
-	long global_over __attribute__((aligned(STATS_CACHELINE)));
 
 	/* stats_group.c: structure and the child-name table. */
 	pthread_rwlock_t topo_lock __attribute__((aligned(STATS_CACHELINE)));
@@ -182,35 +214,8 @@ struct tally_stats_tree {
 #endif
 };
 
-/*
- * How flushes are decided and shared: the TALLY design (stats_read.c) and
- * the baselines (stats_designs.c).  Only flush is required.
- */
-struct stats_design_ops {
-	const char *name;		/* tally_stats_design_name() */
-	/* Per-tree state (design_state) and its locks. */
-	int (*init)(struct tally_stats_tree *t);
-	void (*fini)(struct tally_stats_tree *t);
-	/*
-	 * Flush for a read of @g.  @fresh: the flush must start after the
-	 * call (forced reads); otherwise one already running may serve.
-	 * Returns false when the design skipped the flush.
-	 */
-	bool (*flush)(struct tally_stats_group *g, bool fresh);
-	/* A group leaves: no flush of the design may still refer to it. */
-	void (*retire)(struct tally_stats_group *g);
-	/* Around fork(): take the design's locks; free or reset them. */
-	void (*fork_prepare)(struct tally_stats_tree *t);
-	void (*fork_parent)(struct tally_stats_tree *t);
-	void (*fork_child)(struct tally_stats_tree *t);
-	/* Counts go to one tree-wide threshold (Linux 6.1, seed001). */
-	bool global_threshold;
-};
-
+/* The library's design (stats_read.c). */
 extern const struct stats_design_ops stats_design_tally;
-extern const struct stats_design_ops stats_design_linux61;
-extern const struct stats_design_ops stats_design_seed001;
-extern const struct stats_design_ops stats_design_linux68;
 
 /* --- small helpers shared by the files ------------------------------- */
 
@@ -274,6 +279,16 @@ void stats_for_each_group(struct tally_stats_tree *t,
 			  void (*fn)(struct tally_stats_group *g, void *arg),
 			  void *arg);
 
+/* --- stats_update.c ----------------------------------------------------- */
+
+/*
+ * Before @g is freed, once nothing updates it: no CPU's hint cache names
+ * it, and what they held for it is in its chain's overs.
+ */
+void stats_hcache_evict(struct tally_stats_group *g);
+/* In a child of fork(): @g's cached count on @cpu, if a taker left it. */
+void stats_hcache_fork_child(struct tally_stats_group *g, unsigned int cpu);
+
 /* --- stats_flush.c ------------------------------------------------------ */
 
 #define STATS_PUSH_WAITERS 0x80000000u
@@ -300,6 +315,17 @@ void stats_flush_subtree(struct tally_stats_tree *t,
  * none for SETTLE_NS.
  */
 void stats_flush_settle(struct tally_stats_tree *t);
+/*
+ * Return once @pushing (a CPU's count of claims being pushed, or a
+ * cache's count of takers) is 0: a short spin, then futex sleeps until
+ * the last one wakes it.
+ */
+void stats_wait_for_pushes(unsigned int *pushing);
+/*
+ * Whether a flush of @g would fold nothing, without a lock: @g is a leaf,
+ * idle and unlinked on every CPU.  O(nr_cpus) loads of @g's own lines.
+ */
+bool stats_group_clean(const struct tally_stats_group *g);
 void stats_flush_init(struct tally_stats_tree *t);
 void stats_flush_fini(struct tally_stats_tree *t);
 /* Return once no flush pass that started before still runs. */

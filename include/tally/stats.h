@@ -13,7 +13,8 @@
  *     each a state (goes up and down) or an event (only counts up).
  *   - tally_stats_mod() adds to the group's per-CPU value (rseq, no
  *     atomic, no lock, never waits) and queues the group on the CPU's
- *     lock-free list of updated groups, once until the next flush.
+ *     lock-free list of updated groups, once until the next flush.  A run
+ *     of updates of one group on a CPU costs the same at any depth.
  *   - A flush of group G moves, for every CPU, the per-CPU deltas of G's
  *     updated descendants into their local and hierarchical values,
  *     children before parents.  Its cost follows the updates, not the tree.
@@ -22,7 +23,9 @@
  *     reflect every update that happens before the read begins (the
  *     reading thread's own, and those of threads it synchronised with
  *     since: a lock, a join, an acquire load of what the updater stored
- *     after updating).  Concurrent readers share flushes instead of
+ *     after updating).  A read of a leaf that no update reached since it
+ *     was last flushed needs no flush and takes no lock, however busy the
+ *     tree around it.  Concurrent readers share flushes instead of
  *     repeating them; a reader whose shared flush stalls (its flusher
  *     preempted or stopped) stops waiting after a few times what a flush
  *     of the group takes and flushes the group itself.
@@ -37,13 +40,14 @@
  *
  * Memory barriers: updates need no fence, and flushes issue no barrier
  * of their own (their only system call is a futex wait for an updater
- * caught between its claim and its push).  A group a flush found updated stays on the flush path (visited by
- * the flushes of its ancestors) until a membarrier(PRIVATE_EXPEDITED)
- * issued after that flush has made every racing update visible; reads
- * that flush issue one at most every 10 ms in the process, and destroy
- * one per group.  If membarrier() is unavailable, or the
- * environment variable TALLY_MEMBARRIER=off is set when the first tree is
- * created, updates issue a full fence instead (a few ns more).  If it
+ * caught between its claim and its push).  A group a flush found updated
+ * stays on the flush path (visited by the flushes of its ancestors) until
+ * a membarrier(PRIVATE_EXPEDITED) issued after that flush has made every
+ * racing update visible; reads that flush issue one at most every 10 ms
+ * in the process, and destroy one per group.  If membarrier() is
+ * unavailable, or the environment variable TALLY_MEMBARRIER=off is set
+ * when the first tree is created, updates issue a full fence instead (a
+ * few ns more).  If it
  * fails later, the process switches to fences safely (a one-time
  * membarrier(GLOBAL), or a TLB shootdown of a page it unmaps when that fails
  * too); tally_stats_tree_info() reports the mode.
@@ -99,34 +103,13 @@ struct tally_stat_desc {
 };
 
 /**
- * enum tally_stats_design - how flushes are decided and shared.
- * @TALLY_DESIGN_TALLY: per-group thresholds; readers share flushes that
- *	cover their group and never read stale values (the default).
- * @TALLY_DESIGN_LINUX61: one global threshold; every flush flushes the
- *	root; one flusher at a time, the others skip (possibly stale).
- * @TALLY_DESIGN_SEED001: the "memcg: more sophisticated stats flushing"
- *	proposal (2023, not merged): global threshold; the requested subtree
- *	is flushed when nobody else flushes, otherwise a coalesced root flush
- *	that others wait for, at most nr_cpus waiters (others skip).
- * @TALLY_DESIGN_LINUX68: per-group thresholds; subtree flushes serialised
- *	by one lock.
- */
-enum tally_stats_design {
-	TALLY_DESIGN_TALLY = 0,
-	TALLY_DESIGN_LINUX61 = 1,
-	TALLY_DESIGN_SEED001 = 2,
-	TALLY_DESIGN_LINUX68 = 3,
-};
-
-/**
  * enum tally_flush_mode - what a read does before reading.
- * @TALLY_FLUSH_IF_NEEDED: flush when the group is over its threshold
- *	(TALLY design: a covering flush already running counts); the value
- *	is then within tally_stats_read_bound() of the truth, up to the
- *	updates made during that flush.
+ * @TALLY_FLUSH_IF_NEEDED: flush when the group is over its threshold (a
+ *	covering flush already running counts); the value is then within
+ *	tally_stats_read_bound() of the truth, up to the updates made
+ *	during that flush.
  * @TALLY_FLUSH_FORCE: flush: the value reflects every update that
- *	happens before the read begins (TALLY design and LINUX68; the
- *	baselines LINUX61 and SEED001 may skip and return stale values).
+ *	happens before the read begins.
  * @TALLY_FLUSH_RATELIMITED: flush only when the periodic flusher is a full
  *	period late (no root flush for 2 periods).
  * @TALLY_FLUSH_NONE: read what was last flushed.
@@ -142,10 +125,10 @@ enum tally_flush_mode {
  * struct tally_stats_options - tree options; zero means the default.
  * @domain: CPUs of the per-CPU data (NULL: the system domain).  On a
  *	simulated domain updates use tally_stats_mod_cpu().
- * @design: flushing design (default %TALLY_DESIGN_TALLY).
  * @batch: per-CPU update volume that moves to a group's threshold counter
  *	(power of two, default 64, as the kernel's MEMCG_CHARGE_BATCH); a
- *	group needs flushing past batch x nr_cpus, which must not exceed
+ *	group needs flushing past batch x nr_cpus (less what the CPUs' hint
+ *	caches may hold, see tally_stats_mod()), which must not exceed
  *	LONG_MAX / 8 (-EINVAL otherwise).
  * @period_ns: periodic flusher period (default 2 s).
  * @clock: the time in nanoseconds (default CLOCK_MONOTONIC); tests inject
@@ -154,7 +137,6 @@ enum tally_flush_mode {
  */
 struct tally_stats_options {
 	struct tally_domain *domain;
-	enum tally_stats_design design;
 	unsigned long batch;
 	uint64_t period_ns;
 	uint64_t (*clock)(void *arg);
@@ -332,12 +314,18 @@ int tally_stats_group_path(const struct tally_stats_group *g, char *buf,
  * @delta: the change; must be >= 0 for an event.
  *
  * No lock, no allocation, no atomic on the common path, never waits: one
- * restartable sequence adds @delta to the group's per-CPU value and
- * min(|@delta|, threshold + 1) to the per-CPU threshold counts of the
+ * restartable sequence adds @delta to the group's per-CPU value and the
+ * hint min(|@delta|, threshold + 1) to the per-CPU threshold counts of the
  * group and of each ancestor; once per batch a count moves to its group's
- * atomic.  The first update of a group on a CPU since its last flush also
- * pushes it on that CPU's list.  A @delta of 0 does nothing.  Values wrap
- * modulo 2^64 (any delta, LONG_MIN included, is accepted for a state).
+ * atomic.  Each CPU of a tree also has a hint cache, taken by a group
+ * updated three times in a row there: while it lasts, the hint goes to
+ * the cache instead of the counts, and the update costs the same at any
+ * depth; once the cache would hold a quarter batch it moves to the overs
+ * of the group and its ancestors (so a group flushes past batch x nr_cpus
+ * less a quarter batch per CPU, and tally_stats_read_bound() holds).  The
+ * first update of a group on a CPU since its last flush also pushes it on
+ * that CPU's list.  A @delta of 0 does nothing.  Values wrap modulo 2^64
+ * (any delta, LONG_MIN included, is accepted for a state).
  *
  * Context: MT-safe, async-signal-safe: one restartable sequence and atomics, at
  * most a futex wake (which never blocks); no lock, no allocation, never waits.
@@ -476,18 +464,18 @@ int tally_stats_periodic_stop(struct tally_stats_tree *t);
  * Context: MT-safe; not async-signal-safe: calls the options' clock and may
  * flush the root, as tally_stats_flush().
  *
- * Return: 1 when it flushed, 0 when not due or when the design skipped
- * the flush (LINUX61 while another flush runs), -EINVAL.
+ * Return: 1 when it flushed, 0 when not due, -EINVAL.
  */
 int tally_stats_periodic_tick(struct tally_stats_tree *t);
 
 /**
  * struct tally_stats_info - what the tree has done, for tests and tools.
- * @flushes: flushes run (a subtree or the root).
+ * @flushes: flushes run (a subtree or the root); a read of a leaf that
+ *	no update reached since it was last flushed counts as one that
+ *	visited nothing.
  * @root_flushes: flushes of the root.
  * @groups_flushed: (group, CPU) pairs visited by flushes.
  * @shared_waits: reads that waited for another reader's flush.
- * @skipped: reads that skipped a needed flush (baseline designs only).
  * @groups: groups alive, the root included.
  * @fenced: non-zero when updates of this tree order themselves with a fence
  *	or a sequentially consistent atomic (simulated domains,
@@ -504,7 +492,6 @@ struct tally_stats_info {
 	uint64_t root_flushes;
 	uint64_t groups_flushed;
 	uint64_t shared_waits;
-	uint64_t skipped;
 	uint64_t groups;
 	uint64_t fenced;
 	uint64_t barriers;
@@ -518,13 +505,6 @@ struct tally_stats_info {
  */
 int tally_stats_tree_info(const struct tally_stats_tree *t,
 			  struct tally_stats_info *info);
-
-/**
- * tally_stats_design_name() - "tally", "linux61", "seed001", "linux68".
- *
- * Context: MT-safe, async-signal-safe: returns a constant.
- */
-const char *tally_stats_design_name(enum tally_stats_design design);
 
 #ifdef __cplusplus
 }

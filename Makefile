@@ -58,7 +58,9 @@ HTTP_FILES :=
 endif
 HTTP_HEADERS := include/tally/export_http.h
 
-LIB_SRC := $(wildcard src/*.c)
+# libtally: one folder per concept under src/ (src/README.md gives the
+# layers); src/http and src/jemalloc are libraries of their own.
+LIB_SRC := $(filter-out src/http/% src/jemalloc/%,$(wildcard src/*/*.c))
 # The jemalloc integration (tally/jemalloc.h): its own libraries, so that
 # libtally never depends on jemalloc, and the preload library of
 # `tally run` (libtally_jemalloc and libtally inside, exporting nothing).
@@ -102,7 +104,7 @@ PUBLIC_HEADERS := $(wildcard include/tally/*.h include/tally/*/*.h)
 INSTALL_HEADERS := $(filter-out $(if $(filter yes,$(HTTP)),,$(HTTP_HEADERS)) \
 	$(if $(filter yes,$(JEMALLOC)),,$(JE_HEADERS)),$(PUBLIC_HEADERS))
 HEADERS := $(PUBLIC_HEADERS) \
-	$(wildcard src/*.h src/http/*.h bench/*.h tests/*.h cli/*.h)
+	$(wildcard src/*/*.h bench/*.h tests/*.h cli/*.h)
 
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 BENCH_OBJ := $(BENCH_SRC:%.c=$(BUILD)/obj/%.o)
@@ -271,7 +273,7 @@ $(BUILD)/examples/tenant_server: examples/tenant_server.c $(PUBLIC_HEADERS) \
 		$(LDFLAGS_ALL) $(LIBS)
 
 # Every test, four builds: plain, fault injection, ASan+UBSan, TSan.
-# TALLY_INJECT compiles the hook points of src/inject.h in (the inject and
+# TALLY_INJECT compiles the hook points of src/runtime/inject.h in (the inject and
 # ASan builds), so the tests can preempt, migrate or signal a thread at the
 # point where it matters, or make a system call fail.  TALLY_DEBUG keeps
 # destroyed stats groups poisoned, so an update after destroy aborts instead

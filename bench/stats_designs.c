@@ -25,7 +25,7 @@
 #include <string.h>
 
 #include <tally/percpu.h>
-#include "stats_design.h"
+#include "stats/stats_design.h"
 #include "stats_designs.h"
 
 struct baseline_state {

@@ -12,6 +12,8 @@
 #                             report);
 #   build/tsan/tests/test_*   once (TSan, halting on any report);
 # then the checks, which print like a test binary:
+#   scripts/check-layers.sh   src/'s includes run one way, from the top
+#                             layer down (and the check can fail);
 #   scripts/check-deps.sh     scripts/ensure-deps.sh with fake apt-get and
 #                             id: installs only service-free packages,
 #                             --no-install-recommends, named first; the
@@ -131,6 +133,7 @@ run_set nomembarrier 'build/tests/test_stats* build/tests/test_memcg*' \
 run_set inject 'build/inject/tests/test_*'
 run_set asan 'build/asan/tests/test_*' TALLY_TEST_SCALE=0.5 "$asan" "$ubsan"
 run_set tsan 'build/tsan/tests/test_*' TALLY_TEST_SCALE=0.5 "$tsan"
+run_set layers scripts/check-layers.sh
 run_set deps scripts/check-deps.sh
 run_set examples scripts/check-examples.sh
 run_set exports scripts/check-exports.sh

@@ -255,7 +255,7 @@ TEST(nofail_charges_never_wrap_the_usage)
 }
 
 #ifdef TALLY_INJECT
-#include "inject.h"
+#include "runtime/inject.h"
 
 /* ---- set_limit(max) against a charge between its read and its CAS ---- */
 

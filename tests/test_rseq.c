@@ -20,7 +20,7 @@
 #include <unistd.h>
 
 #include "harness.h"
-#include "inject.h"
+#include "runtime/inject.h"
 #include "util.h"
 
 /* Per-CPU longs for the hint tests: slot 0 gets v, 1..10 the hints. */

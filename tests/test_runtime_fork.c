@@ -167,7 +167,7 @@ TEST(children_forked_during_allocations_can_allocate)
 }
 
 #ifdef TALLY_INJECT
-#include "inject.h"
+#include "runtime/inject.h"
 
 /* The carry hook holds every thread that reaches it until released. */
 static int arrived;

@@ -6,7 +6,7 @@
  * an updater preempted between claiming a group and pushing it (and a
  * quiet leaf read meanwhile), a flush held between its passes.
  *
- * Most tests need the hook points of src/inject.h and are built only with
+ * Most tests need the hook points of src/runtime/inject.h and are built only with
  * -DTALLY_INJECT.  A hook that blocks uses a struct blocker: armed once, it
  * stops the first thread that reaches the point until the test releases
  * it, so that every later pass goes on.  Tests that change process-wide
@@ -27,7 +27,7 @@
 #include <tally/stats.h>
 
 #include "harness.h"
-#include "inject.h"
+#include "runtime/inject.h"
 #include "util.h"
 #include "../bench/stats_designs.h"
 

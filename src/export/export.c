@@ -38,7 +38,7 @@
 
 #include <tally/export.h>
 #include <tally/memcg.h>
-#include "stats_internal.h"
+#include "stats/stats_internal.h"
 
 #define DEFAULT_PREFIX "tally"
 

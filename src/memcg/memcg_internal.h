@@ -24,7 +24,7 @@
 #include <tally/memcg.h>
 #include <tally/oom.h>
 
-#include "grace.h"
+#include "runtime/grace.h"
 
 /* The CPU argument of the system domain's charges: the current one. */
 #define NO_CPU (~0u)

@@ -33,7 +33,7 @@
 #include <string.h>
 
 #include <tally/oom.h>
-#include "counter_internal.h"
+#include "counter/counter_internal.h"
 #include "mm_internal.h"
 
 /* Survivors taken per round of pass 2 (one more is kept to peek at). */

@@ -37,10 +37,10 @@
 
 #include <tally/memcg.h>
 
-#include "inject.h"
+#include "runtime/inject.h"
 #include "memcg_internal.h"
 #include "memcg_stock.h"
-#include "percpu_internal.h"
+#include "runtime/percpu_internal.h"
 
 /* ---- slots ------------------------------------------------------------ */
 

@@ -24,7 +24,7 @@
 #include <stdint.h>
 #include <tally/percpu.h>
 
-#include "inject.h"
+#include "runtime/inject.h"
 
 #define MEMCG_SLOTS TALLY_PERCPU_SLOTS_
 #define SLOT_CLOSED ((uintptr_t)1)

@@ -36,7 +36,7 @@
 
 #include <tally/percpu.h>
 #include <tally/stats.h>
-#include "domain_internal.h"
+#include "runtime/domain_internal.h"
 #include "stats_design.h"
 
 #define STATS_CACHELINE 64

@@ -34,10 +34,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "grace.h"
+#include "runtime/grace.h"
 #include "memcg_internal.h"
 #include "memcg_stock.h"
-#include "stats_internal.h"
+#include "stats/stats_internal.h"
 
 #define MEMCG_STATS_BATCH (1ul << 18)
 

@@ -33,7 +33,7 @@
 #include <tally/memcg.h>
 #include <tally/memcg_current.h>
 
-#include "inject.h"
+#include "runtime/inject.h"
 #include "memcg_internal.h"
 
 static long excess(const struct tally_memcg *h, long n)

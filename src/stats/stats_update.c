@@ -48,7 +48,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "inject.h"
+#include "runtime/inject.h"
 #include "stats_internal.h"
 
 /*

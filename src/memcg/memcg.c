@@ -62,10 +62,10 @@
 #include <tally/memcg_current.h>
 #include <tally/oom.h>
 
-#include "inject.h"
+#include "runtime/inject.h"
 #include "memcg_internal.h"
 #include "memcg_stock.h"
-#include "percpu_internal.h"
+#include "runtime/percpu_internal.h"
 
 
 static const char *const stat_names[TALLY_MEMCG_NR_STATS] = {

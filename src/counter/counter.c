@@ -42,10 +42,10 @@
 #include <string.h>
 
 #include <tally/counter.h>
-#include "contract.h"
+#include "runtime/contract.h"
 #include "counter_internal.h"
-#include "domain_internal.h"
-#include "inject.h"
+#include "runtime/domain_internal.h"
+#include "runtime/inject.h"
 
 /* Most counters of one tally_counter_init_many(). */
 #define MAX_MANY (TALLY_PERCPU_UNIT / sizeof(long))

@@ -19,7 +19,7 @@
 
 #include <tally/memcg.h>
 
-#include "inject.h"
+#include "runtime/inject.h"
 #include "memcg_internal.h"
 
 /* ---- OOM -------------------------------------------------------------- */

@@ -22,7 +22,7 @@
 #include <string.h>
 
 #include <tally/mm.h>
-#include "counter_internal.h"
+#include "counter/counter_internal.h"
 #include "mm_internal.h"
 
 static const char *const item_names[TALLY_MM_NR_ITEMS] = {

@@ -26,7 +26,7 @@
 
 #include <tally/memcg.h>
 
-#include "inject.h"
+#include "runtime/inject.h"
 #include "memcg_internal.h"
 
 /* ---- protection and reclaim ------------------------------------------ */

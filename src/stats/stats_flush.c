@@ -92,7 +92,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "inject.h"
+#include "runtime/inject.h"
 #include "stats_internal.h"
 
 enum { BARRIER_MEMBARRIER, BARRIER_SWITCHING, BARRIER_FENCED };

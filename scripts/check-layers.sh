@@ -49,7 +49,7 @@ check_tree() {
 	root=$1
 	out=$2
 	: > "$out"
-	for f in "$root"/src/*; do
+	for f in "$root"/src/*.[ch]; do
 		[ -f "$f" ] && echo "${f#"$root"/}: a file outside every layer's folder" >> "$out"
 	done
 	for f in "$root"/src/*/*.[ch] "$root"/include/tally/*.h; do

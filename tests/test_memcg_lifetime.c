@@ -145,7 +145,7 @@ struct staller {
  * at least a stall's length between two: the targets are delayed in the
  * middle of their calls, as by a preemption, never kept in their handlers
  * for good (a thread stopped inside a call is another promise: a refusal
- * waits 100 ms for it, then fails).
+ * waits 1 s for it, then fails).
  */
 static void *stall_loop(void *arg)
 {

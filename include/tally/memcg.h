@@ -43,7 +43,7 @@
  *     charge that has returned or is in flight minus every uncharge that
  *     has returned; bytes that a thread is carrying between a page
  *     counter and a stock (a refill, or an uncharge giving a full stock's
- *     batch back) count too, but the charge first waits up to 100 ms for
+ *     batch back) count too, but the charge first waits up to 1 s for
  *     such threads to finish (they are a few instructions long; only a
  *     thread stopped right there outlasts it);
  *   - tally_memcg_usage() with %TALLY_MEMCG_READ_DRAIN is exact at
@@ -354,7 +354,7 @@ int tally_memcg_path(const struct tally_memcg *g, char *buf, size_t len);
  *
  * Context: MT-safe; not async-signal-safe: setting max takes the tree's
  * drain lock, drains (membarrier()), may call reclaim callbacks and sleep
- * (100 ms at most for transfers in flight).
+ * (1 s at most for transfers in flight).
  *
  * Return: 0, -EINVAL (NULL, a destroyed group, unknown @which, negative
  * @bytes), -EBUSY (the usage stays above the new max after reclaim).

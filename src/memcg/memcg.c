@@ -30,7 +30,7 @@
  * "pressure" on the level H that refused it (batch refills under H stop:
  * charges there go to the counters byte for byte), drains H's subtree and
  * retries; refills that had passed the pressure check before are counted
- * in "refilling" and waited for (sleeping, 100 ms at most) before the
+ * in "refilling" and waited for (sleeping, 1 s at most) before the
  * charge is refused.
  *
  * Lifetime (memcg_group.c, grace.c): a caller's handle is a reference; a

@@ -16,7 +16,7 @@
  * between two steps of one thread (a refill between the counter and the
  * stock, an uncharge carrying a batch out of the stock to the counter);
  * those threads count themselves in "refilling", and a refusal waits for
- * them (sleeping, 100 ms at most) after its drain.
+ * them (sleeping, 1 s at most) after its drain.
  *
  * A charge above high only counts the event and returns
  * %TALLY_MEMCG_OVER_HIGH: reclaim for high runs where the caller chooses
@@ -252,7 +252,7 @@ int tally_memcg_uncharge_cpu(struct tally_memcg *g, unsigned int cpu,
 
 /*
  * Drain @g's subtree and read its usage: every byte then is charged, in a
- * transit (refilling) that is waited for (100 ms at most), or reserved by
+ * transit (refilling) that is waited for (1 s at most), or reserved by
  * a refill checked against the new max, which it cannot exceed.  Caller
  * holds nothing.
  */

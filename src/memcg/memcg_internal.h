@@ -33,9 +33,11 @@
  * How long a refusal (or setting max) waits for the transfers in flight
  * between a page counter and a stock, in real time: they are a few
  * instructions long, so only a thread descheduled or stopped right there
- * for longer makes the wait end without them.
+ * for longer makes the wait end without them.  A second, not less: on a
+ * machine with many runnable threads per CPU, a thread preempted in that
+ * window was seen to wait over 100 ms for its CPU.
  */
-#define TRANSFER_WAIT_NS (100l * 1000 * 1000)
+#define TRANSFER_WAIT_NS (1000l * 1000 * 1000)
 #define RECLAIM_ROUNDS 4
 #define MAX_OOM_TIMEOUT_NS (60l * 1000 * 1000 * 1000)
 

@@ -42,7 +42,6 @@
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
-#include <getopt.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -52,7 +51,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../bench/machine.h"
+#include "../tool/args.h"
+#include "../tool/schema.h"
 #include "json_read.h"
 #include "plot.h"
 
@@ -1376,6 +1376,13 @@ static void write_index(struct output *o)
 		free(names[i]);
 }
 
+/* -o, --output: the directory (@ctx). */
+static int option(int opt, char *arg, void *ctx)
+{
+	*(const char **)ctx = arg;
+	return 0;
+}
+
 int tally_plot(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -1389,31 +1396,19 @@ int tally_plot(int argc, char **argv)
 	char err[256], *text, *dir_of_json = NULL;
 	const char *path;
 	size_t len;
-	int opt;
+	static const struct tool_command cmd = {
+		"plot", usage, "o:", longopts, option, false
+	};
+	int first, st;
 
-	optind = 0;
-	opterr = 0;
-	while ((opt = getopt_long(argc, argv, "ho:", longopts, NULL)) != -1) {
-		switch (opt) {
-		case 'o':
-			o.dir = optarg;
-			break;
-		case 'h':
-			usage(stdout);
-			return 0;
-		default:
-			say("plot: bad option or missing value: '%s'",
-			    argv[optind - 1]);
-			usage(stderr);
-			return 2;
-		}
-	}
-	if (optind + 1 != argc) {
-		say("plot: one RESULT.json expected");
-		usage(stderr);
+	st = tool_parse_options(&cmd, argc, argv, &o.dir, &first);
+	if (st)
+		return st > 0 ? 0 : 2;
+	if (first + 1 != argc) {
+		tool_usage_error("one RESULT.json expected");
 		return 2;
 	}
-	path = argv[optind];
+	path = argv[first];
 	text = read_file(path, &len);
 	if (!text) {
 		say("cannot read %s: %s", path, strerror(errno));
@@ -1428,10 +1423,10 @@ int tally_plot(int argc, char **argv)
 	o.doc = doc;
 	schema = json_get(doc, "schema_version");
 	if (schema && (schema->type != JSON_NUMBER ||
-		       schema->number > BENCH_JSON_SCHEMA)) {
+		       schema->number > TOOL_BENCH_JSON_SCHEMA)) {
 		say("%s: JSON layout %g is newer than this tool's (%d)", path,
 		    schema->type == JSON_NUMBER ? schema->number : -1.0,
-		    BENCH_JSON_SCHEMA);
+		    TOOL_BENCH_JSON_SCHEMA);
 		json_free(doc);
 		return 2;
 	}

@@ -50,11 +50,9 @@
 
 #include <tally/version.h>
 
-#include "../bench/args.h"
+#include "../tool/args.h"
 #include "cli.h"
 
-/* The command, as messages name it. */
-#define CMD "tally top"
 
 /* Exit status: the source was read but holds no exposition we can show. */
 #define TOP_EXIT_BAD_INPUT 3
@@ -1995,70 +1993,34 @@ static void usage(FILE *f)
 		"or a repeated series it cannot show.\n");
 }
 
-static bool parse_seconds(const char *s, double lo, double hi, double *out)
-{
-	char *end;
-	double v;
-
-	errno = 0;
-	v = strtod(s, &end);
-	if (end == s || *end || errno || !(v >= lo && v <= hi) ||
-	    strpbrk(s, "xXnN"))
-		return false;
-	*out = v;
-	return true;
-}
-
 static int option(int opt, char *arg, void *ctx)
 {
+	static const char *const sorts[] = { "usage", "name" };
 	struct top_args *a = ctx;
-	char *end;
 	unsigned long n;
+	unsigned int i;
 
 	switch (opt) {
 	case 'o':
 		a->once = true;
 		break;
 	case 'i':
-		if (!parse_seconds(arg, 0.1, 86400, &a->interval))
-			return bench_bad_value(CMD, "--interval", arg, usage);
-		break;
+		return tool_opt_number(arg, 0.1, 86400, "seconds",
+				       &a->interval);
 	case 't':
-		if (!parse_seconds(arg, 0.1, 3600, &a->timeout))
-			return bench_bad_value(CMD, "--timeout", arg, usage);
-		break;
+		return tool_opt_number(arg, 0.1, 3600, "seconds", &a->timeout);
 	case 's':
-		if (!strcmp(arg, "usage"))
-			a->sort = SORT_USAGE;
-		else if (!strcmp(arg, "name"))
-			a->sort = SORT_NAME;
-		else
-			return bench_bad_value(CMD, "--sort", arg, usage);
+		if (tool_opt_choice(arg, sorts, 2, &i))
+			return -1;
+		a->sort = i ? SORT_NAME : SORT_USAGE;
 		break;
 	case 'd':
-		errno = 0;
-		n = strtoul(arg, &end, 10);
-		if (!is_digit(arg[0]) || *end || errno || n > MAX_DEPTH)
-			return bench_bad_value(CMD, "--depth", arg, usage);
+		if (tool_opt_uint(arg, 0, MAX_DEPTH, &n))
+			return -1;
 		a->depth = (unsigned int)n;
 		break;
 	}
 	return 0;
-}
-
-/* Does "--@opt" (without "=VALUE") name an option that takes a value? */
-static bool takes_value(const char *opt)
-{
-	static const char *const with_value[] = { "interval", "sort",
-						   "depth", "timeout" };
-	size_t n = strlen(opt);
-
-	if (!n || strchr(opt, '='))
-		return false;
-	for (size_t i = 0; i < 4; i++)
-		if (!strncmp(with_value[i], opt, n))
-			return true;
-	return false;
 }
 
 /* Return: 0, 1 after --help, or -1 for a bad command line. */
@@ -2073,35 +2035,20 @@ static int parse(struct top_args *a, int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	int err, i;
+	static const struct tool_command cmd = {
+		"top", usage, "", longopts, option, false
+	};
+	int err, first;
 
-	/* The source is the first argument that is neither an option nor
-	 * an option's value: taken out, getopt_long() reports the rest. */
-	for (i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--")) {
-			i++;
-			break;
-		}
-		if (argv[i][0] != '-' || !argv[i][1])
-			break;
-		if (argv[i][1] == '-' && takes_value(argv[i] + 2))
-			i++;
-	}
-	if (i < argc) {
-		a->source = argv[i];
-		for (int k = i; k + 1 < argc; k++)
-			argv[k] = argv[k + 1];
-		argc--;
-	}
-	err = bench_parse_options(argc, argv, CMD, "", longopts, usage,
-				  option, a);
+	err = tool_parse_options(&cmd, argc, argv, a, &first);
 	if (err)
 		return err;
-	if (!a->source) {
-		fprintf(stderr, "tally: top: no URL or FILE given\n");
-		usage(stderr);
-		return -1;
-	}
+	if (first == argc)
+		return tool_usage_error("no URL or FILE given");
+	if (first + 1 < argc)
+		return tool_usage_error("unexpected argument '%s'",
+					argv[first + 1]);
+	a->source = argv[first];
 	return 0;
 }
 

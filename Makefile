@@ -87,6 +87,9 @@ RUN_PROBES :=
 endif
 BENCH_SRC := $(wildcard bench/*.c)
 CLI_SRC := $(wildcard cli/*.c)
+# The tool's helpers that cli/ and bench/ share (option parsing, the
+# machine's description); cli/ reaches bench/ only through bench/bench.h.
+TOOL_SRC := $(wildcard tool/*.c)
 TEST_SRC := $(wildcard tests/test_*.c)
 TEST_SUPPORT := $(filter-out $(TEST_SRC),$(wildcard tests/*.c))
 EXAMPLE_SRC := $(wildcard examples/*.c)
@@ -109,6 +112,8 @@ HEADERS := $(PUBLIC_HEADERS) \
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 BENCH_OBJ := $(BENCH_SRC:%.c=$(BUILD)/obj/%.o)
 CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
+TOOL_OBJ := $(TOOL_SRC:%.c=$(BUILD)/obj/%.o)
+HEADERS += $(wildcard tool/*.h)
 # The statistics tree's comparison designs live with the benchmark (on an
 # internal hook of the static library); the tests that compare designs
 # link them too.
@@ -236,8 +241,9 @@ $(BUILD)/tests/run/run_probe_static: tests/run/run_probe.c Makefile
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 $(OPT) $(WARN) -static -o $@ $< -pthread
 
-$(BUILD)/tally: $(CLI_OBJ) $(BENCH_OBJ) $(BUILD)/libtally.a
-	$(CC) -o $@ $(CLI_OBJ) $(BENCH_OBJ) $(BUILD)/libtally.a $(LDFLAGS_ALL) $(LIBS)
+$(BUILD)/tally: $(CLI_OBJ) $(BENCH_OBJ) $(TOOL_OBJ) $(BUILD)/libtally.a
+	$(CC) -o $@ $(CLI_OBJ) $(BENCH_OBJ) $(TOOL_OBJ) $(BUILD)/libtally.a \
+		$(LDFLAGS_ALL) $(LIBS)
 
 $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(SUPPORT_OBJ) $(BUILD)/libtally.a
 	@mkdir -p $(dir $@)

@@ -52,7 +52,7 @@
 #include <string.h>
 
 #include <tally/memcg.h>
-#include "args.h"
+#include "../tool/args.h"
 #include "bench.h"
 #include "charge_designs.h"
 #include "json.h"
@@ -62,7 +62,6 @@
 #include "rand.h"
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
-#define CMD "tally bench charge"
 #define PAGE 4096l
 #define PAIR_BYTES PAGE
 #define LIMIT (64l << 20)
@@ -149,45 +148,34 @@ static int option(int opt, char *arg, void *ctx)
 {
 	static const char *const flag_names[] = { "none", "noreclaim" };
 	struct run *r = ctx;
-	unsigned int mask, one;
-	int nr;
+	unsigned long one;
+	unsigned int i;
 
 	switch (opt) {
 	case 'j':
 		r->json_path = arg;
 		break;
 	case 't':
-		nr = bench_parse_list(arg, r->threads, MAX_LIST, 1, MAX_THREADS);
-		if (nr < 0)
-			return bench_bad_value(CMD, "--threads", arg, usage);
-		r->nr_threads = (unsigned int)nr;
-		break;
+		return tool_opt_list(arg, r->threads, MAX_LIST, 1, MAX_THREADS,
+				     &r->nr_threads);
 	case 'd':
-		nr = bench_parse_list(arg, r->depths, MAX_LIST, 1,
-				      CHARGE_MAX_DEPTH);
-		if (nr < 0)
-			return bench_bad_value(CMD, "--depth", arg, usage);
-		r->nr_depths = (unsigned int)nr;
-		break;
+		return tool_opt_list(arg, r->depths, MAX_LIST, 1,
+				     CHARGE_MAX_DEPTH, &r->nr_depths);
 	case 'f':
-		if (bench_parse_names(arg, fill_names, NR_FILLS, &r->fills))
-			return bench_bad_value(CMD, "--fill", arg, usage);
-		break;
+		return tool_opt_names(arg, fill_names, NR_FILLS, &r->fills);
 	case 'r':
-		if (bench_parse_list(arg, &one, 1, 1, BENCH_MAX_REPS) != 1)
-			return bench_bad_value(CMD, "--reps", arg, usage);
-		r->reps = one;
+		if (tool_opt_uint(arg, 1, BENCH_MAX_REPS, &one))
+			return -1;
+		r->reps = (unsigned int)one;
 		break;
 	case 'F':
-		if (bench_parse_names(arg, flag_names, 2, &mask) ||
-		    mask == 3)
-			return bench_bad_value(CMD, "--tally-flags", arg,
-					       usage);
-		r->tally_flags = mask == 2 ? TALLY_MEMCG_NORECLAIM : 0;
+		if (tool_opt_choice(arg, flag_names, 2, &i))
+			return -1;
+		r->tally_flags = i ? TALLY_MEMCG_NORECLAIM : 0;
 		break;
 	case 'w':
-		if (bench_parse_list(arg, &one, 1, 4, 65536) != 1)
-			return bench_bad_value(CMD, "--wave", arg, usage);
+		if (tool_opt_uint(arg, 4, 65536, &one))
+			return -1;
 		r->wave = (long)one << 10;
 		break;
 	case 'P':
@@ -216,12 +204,14 @@ static int parse_options(struct run *r, int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
+	static const struct tool_command cmd = {
+		"bench charge", usage, "", longopts, option, false
+	};
 	int err;
 
 	r->pin = BENCH_PIN;
 	r->tally_flags = TALLY_MEMCG_NORECLAIM;
-	err = bench_parse_options(argc, argv, CMD, "", longopts, usage, option,
-				  r);
+	err = tool_parse_options(&cmd, argc, argv, r, NULL);
 	if (err)
 		return err;
 	if (!r->nr_threads) {

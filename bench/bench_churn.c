@@ -20,13 +20,12 @@
 
 #include <tally/domain.h>
 #include <tally/memcg.h>
-#include "args.h"
+#include "../tool/args.h"
 #include "bench.h"
 #include "json.h"
 #include "machine.h"
 #include "parallel.h"
 
-#define CMD "churn"
 #define MAX_ROWS 8
 #define CHARGE 4096l
 #define CHARGES 4
@@ -145,31 +144,21 @@ static void usage(FILE *f)
 static int option(int opt, char *arg, void *ctx)
 {
 	struct run *r = ctx;
-	char *end;
 
 	switch (opt) {
 	case 'j':
 		r->json_path = arg;
 		return 0;
 	case 't':
-		r->nr_threads = (unsigned int)bench_parse_list(arg, r->threads,
-							      MAX_ROWS, 1, 64);
-		return r->nr_threads ? 0 : bench_bad_value(CMD, "--threads",
-							   arg, usage);
+		return tool_opt_list(arg, r->threads, MAX_ROWS, 1, 64,
+				     &r->nr_threads);
 	case 'c':
-		r->nr_cpus = (unsigned int)bench_parse_list(arg, r->cpus,
-							   MAX_ROWS, 0, 4096);
-		return r->nr_cpus ? 0 : bench_bad_value(CMD, "--cpus", arg,
-							usage);
+		return tool_opt_list(arg, r->cpus, MAX_ROWS, 0, 4096,
+				     &r->nr_cpus);
 	case 'q':
-		errno = 0;
-		r->queries = strtoul(arg, &end, 10);
-		if (errno || *end || end == arg || r->queries < 10 ||
-		    r->queries > 100000000ul)
-			return bench_bad_value(CMD, "--queries", arg, usage);
-		return 0;
+		return tool_opt_uint(arg, 10, 100000000ul, &r->queries);
 	}
-	return -1;
+	return 0;
 }
 
 static int run_row(struct run *r, unsigned int cpus, unsigned int threads)
@@ -263,11 +252,13 @@ int tally_bench_churn(int argc, char **argv)
 	struct run r = { .threads = { 2, 8 }, .nr_threads = 2,
 			 .cpus = { 0, 384 }, .nr_cpus = 2,
 			 .queries = 10000000ul };
+	static const struct tool_command cmd = {
+		"bench churn", usage, "", longopts, option, false
+	};
 	struct bench_machine m;
 	int err;
 
-	err = bench_parse_options(argc, argv, CMD, "", longopts, usage,
-				  option, &r);
+	err = tool_parse_options(&cmd, argc, argv, &r, NULL);
 	if (err)
 		return err > 0 ? 0 : 2;
 	if (bench_json_open(&r.json, r.json_path))

@@ -32,7 +32,7 @@
 #include <tally/counter.h>
 #include "baselines.h"
 #include "bench.h"
-#include "args.h"
+#include "../tool/args.h"
 #include "json.h"
 #include "machine.h"
 #include "measure.h"
@@ -133,6 +133,27 @@ static void usage(FILE *f)
 		"  -h, --help      show this help\n");
 }
 
+static int option(int opt, char *arg, void *ctx)
+{
+	struct run *r = ctx;
+
+	switch (opt) {
+	case 'j':
+		r->json_path = arg;
+		break;
+	case 't':
+		return tool_opt_list(arg, r->threads, MAX_THREAD_COUNTS, 1,
+				     MAX_THREADS, &r->nr_threads);
+	case 'q':
+		r->quick = true;
+		break;
+	case 'p':
+		r->pin = false;
+		break;
+	}
+	return 0;
+}
+
 /* Return: 0, 1 after --help, or -1 for bad options (usage printed). */
 static int parse_options(struct run *r, int argc, char **argv)
 {
@@ -144,52 +165,16 @@ static int parse_options(struct run *r, int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	int opt, nr;
+	static const struct tool_command cmd = {
+		"bench counter", usage, "", longopts, option, false
+	};
 
 	r->threads[0] = 1;
 	r->threads[1] = 2;
 	r->threads[2] = 4;
 	r->nr_threads = 3;
 	r->pin = true;
-	optind = 0;	/* full reset: the caller may have parsed already */
-	opterr = 0;	/* our own message, naming the whole command */
-	while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-		switch (opt) {
-		case 'j':
-			r->json_path = optarg;
-			break;
-		case 't':
-			nr = bench_parse_list(optarg, r->threads,
-					      MAX_THREAD_COUNTS, 1,
-					      MAX_THREADS);
-			if (nr < 0) {
-				fprintf(stderr,
-					"tally: bad --threads list '%s': 1 to %d values from 1 to %d\n",
-					optarg, MAX_THREAD_COUNTS, MAX_THREADS);
-				usage(stderr);
-				return -1;
-			}
-			r->nr_threads = (unsigned int)nr;
-			break;
-		case 'q':
-			r->quick = true;
-			break;
-		case 'p':
-			r->pin = false;
-			break;
-		case 'h':
-			usage(stdout);
-			return 1;
-		default:
-			return bench_bad_usage("tally bench counter",
-					       "bad option or missing value",
-					       argv[optind - 1], usage);
-		}
-	}
-	if (optind < argc)
-		return bench_bad_usage("tally bench counter", "unexpected argument",
-				       argv[optind], usage);
-	return 0;
+	return tool_parse_options(&cmd, argc, argv, r, NULL);
 }
 
 /* ---- add: ns per add per thread --------------------------------------- */

@@ -32,14 +32,13 @@
 #include <unistd.h>
 
 #include <tally/export.h>
-#include "args.h"
+#include "../tool/args.h"
 #include "bench.h"
 #include "json.h"
 #include "machine.h"
 #include "measure.h"
 
 /* The command, as messages name it. */
-#define CMD "tally bench export"
 
 #define FANOUT 32u
 #define MAX_GROUPS 1000000u
@@ -82,16 +81,18 @@ static void usage(FILE *f)
 static int option(int opt, char *arg, void *ctx)
 {
 	struct run *r = ctx;
+	unsigned long n;
 
 	switch (opt) {
 	case 'g':
-		if (bench_parse_list(arg, &r->nr_groups, 1, 1, MAX_GROUPS) != 1)
-			return bench_bad_value(CMD, "--groups", arg, usage);
+		if (tool_opt_uint(arg, 1, MAX_GROUPS, &n))
+			return -1;
+		r->nr_groups = (unsigned int)n;
 		break;
 	case 's':
-		if (bench_parse_list(arg, &r->nr_stats, 1, 1,
-				     TALLY_STATS_MAX) != 1)
-			return bench_bad_value(CMD, "--stats", arg, usage);
+		if (tool_opt_uint(arg, 1, TALLY_STATS_MAX, &n))
+			return -1;
+		r->nr_stats = (unsigned int)n;
 		break;
 	case 'd':
 		r->dir = arg;
@@ -119,11 +120,14 @@ static int parse_options(struct run *r, int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 
+	static const struct tool_command cmd = {
+		"bench export", usage, "", longopts, option, false
+	};
+
 	r->nr_groups = 1000;
 	r->nr_stats = 10;
 	r->dir = "/tmp";
-	return bench_parse_options(argc, argv, CMD, "", longopts, usage,
-				   option, r);
+	return tool_parse_options(&cmd, argc, argv, r, NULL);
 }
 
 /* The tree, every group's path and a first value in every stat. */

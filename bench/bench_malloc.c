@@ -55,7 +55,7 @@
 
 #include <tally/jemalloc.h>
 #include <tally/memcg.h>
-#include "args.h"
+#include "../tool/args.h"
 #include "bench.h"
 #include "json.h"
 #include "machine.h"
@@ -148,24 +148,19 @@ static void usage(FILE *f)
 static int option(int opt, char *arg, void *ctx)
 {
 	struct run *r = ctx;
-	unsigned int one;
-	int nr;
+	unsigned long one;
 
 	switch (opt) {
 	case 'j':
 		r->json_path = arg;
 		break;
 	case 't':
-		nr = bench_parse_list(arg, r->threads, MAX_LIST, 1,
-				      MAX_THREADS);
-		if (nr < 0)
-			return bench_bad_value(CMD, "--threads", arg, usage);
-		r->nr_threads = (unsigned int)nr;
-		break;
+		return tool_opt_list(arg, r->threads, MAX_LIST, 1, MAX_THREADS,
+				     &r->nr_threads);
 	case 'r':
-		if (bench_parse_list(arg, &one, 1, 1, BENCH_MAX_REPS) != 1)
-			return bench_bad_value(CMD, "--reps", arg, usage);
-		r->reps = one;
+		if (tool_opt_uint(arg, 1, BENCH_MAX_REPS, &one))
+			return -1;
+		r->reps = (unsigned int)one;
 		break;
 	case 'P':
 		r->pin = 0;
@@ -188,11 +183,13 @@ static int parse_options(struct run *r, int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
+	static const struct tool_command cmd = {
+		"bench malloc", usage, "", longopts, option, false
+	};
 	int err;
 
 	r->pin = BENCH_PIN;
-	err = bench_parse_options(argc, argv, CMD, "", longopts, usage, option,
-				  r);
+	err = tool_parse_options(&cmd, argc, argv, r, NULL);
 	if (err)
 		return err;
 	if (!r->nr_threads) {

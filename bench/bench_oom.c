@@ -30,7 +30,7 @@
 #include <string.h>
 
 #include <tally/oom.h>
-#include "args.h"
+#include "../tool/args.h"
 #include "bench.h"
 #include "json.h"
 #include "machine.h"
@@ -91,48 +91,41 @@ static void usage(FILE *f)
 		"  -h, --help         show this help\n");
 }
 
-#define CMD "tally bench oom"
 
 /* The option lists, kept until the pairs are made. */
 struct options {
 	struct run *r;
 	unsigned int tasks[MAX_CONFIGS], cpus[MAX_CONFIGS];
-	int nr_tasks, nr_cpus;
+	unsigned int nr_tasks, nr_cpus;
 };
 
 static int option(int opt, char *arg, void *ctx)
 {
 	struct options *p = ctx;
 	struct run *r = p->r;
-	unsigned int one;
+	unsigned long one;
 
 	switch (opt) {
 	case 'j':
 		r->json_path = arg;
 		break;
 	case 't':
-		p->nr_tasks = bench_parse_list(arg, p->tasks, MAX_CONFIGS, 1,
-					       1000000);
-		if (p->nr_tasks < 0)
-			return bench_bad_value(CMD, "--tasks", arg, usage);
-		break;
+		return tool_opt_list(arg, p->tasks, MAX_CONFIGS, 1, 1000000,
+				     &p->nr_tasks);
 	case 'c':
-		p->nr_cpus = bench_parse_list(arg, p->cpus, MAX_CONFIGS, 1,
-					      TALLY_SIMULATED_MAX_CPUS);
-		if (p->nr_cpus < 0)
-			return bench_bad_value(CMD, "--cpus", arg, usage);
-		break;
+		return tool_opt_list(arg, p->cpus, MAX_CONFIGS, 1,
+				     TALLY_SIMULATED_MAX_CPUS, &p->nr_cpus);
 	case 'n':
-		if (bench_parse_list(arg, &one, 1, 1, MAX_TRIALS) != 1)
-			return bench_bad_value(CMD, "--trials", arg, usage);
-		r->trials = one;
+		if (tool_opt_uint(arg, 1, MAX_TRIALS, &one))
+			return -1;
+		r->trials = (unsigned int)one;
 		break;
 	case 'm':
 		if (!strcmp(arg, "all"))
 			one = UINT_MAX;
-		else if (bench_parse_list(arg, &one, 1, 0, UINT_MAX - 1) != 1)
-			return bench_bad_value(CMD, "--max-precise", arg, usage);
-		r->max_precise = one;
+		else if (tool_opt_uint(arg, 0, UINT_MAX - 1, &one))
+			return -1;
+		r->max_precise = (unsigned int)one;
 		break;
 	case 'q':
 		r->quick = true;
@@ -154,27 +147,28 @@ static int parse_options(struct run *r, int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
+	static const struct tool_command cmd = {
+		"bench oom", usage, "", longopts, option, false
+	};
 	struct options p = { .r = r };
 	int err;
 
 	r->max_precise = TALLY_OOM_DEFAULT_MAX_PRECISE;
-	err = bench_parse_options(argc, argv, CMD, "", longopts, usage, option,
-				  &p);
+	err = tool_parse_options(&cmd, argc, argv, &p, NULL);
 	if (err)
 		return err;
 	if (!p.nr_tasks != !p.nr_cpus)
-		return bench_bad_usage(CMD, "--tasks and --cpus go together",
-				       argv[argc - 1], usage);
+		return tool_usage_error("--tasks and --cpus go together");
 	if (!p.nr_tasks) {
 		r->nr_configs = ARRAY_SIZE(default_configs);
 		memcpy(r->configs, default_configs, sizeof(default_configs));
 		return 0;
 	}
 	if (p.nr_tasks * p.nr_cpus > MAX_CONFIGS)
-		return bench_bad_usage(CMD, "more than 16 task x CPU pairs",
-				       argv[argc - 1], usage);
-	for (int c = 0; c < p.nr_cpus; c++)
-		for (int t = 0; t < p.nr_tasks; t++)
+		return tool_usage_error("more than 16 task x CPU pairs "
+					"(--tasks x --cpus)");
+	for (unsigned int c = 0; c < p.nr_cpus; c++)
+		for (unsigned int t = 0; t < p.nr_tasks; t++)
 			r->configs[r->nr_configs++] =
 				(struct config){ p.tasks[t], p.cpus[c] };
 	return 0;

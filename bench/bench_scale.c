@@ -23,13 +23,12 @@
 
 #include <tally/domain.h>
 #include <tally/memcg.h>
-#include "args.h"
+#include "../tool/args.h"
 #include "bench.h"
 #include "json.h"
 #include "machine.h"
 #include "measure.h"
 
-#define CMD "scale"
 #define KB 1024l
 
 struct run {
@@ -297,7 +296,7 @@ static int option(int opt, char *arg, void *ctx)
 		r->quick = true;
 		return 0;
 	}
-	return -1;
+	return 0;
 }
 
 int tally_bench_scale(int argc, char **argv)
@@ -308,12 +307,14 @@ int tally_bench_scale(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
+	static const struct tool_command cmd = {
+		"bench scale", usage, "", longopts, option, false
+	};
 	struct run r = { 0 };
 	struct bench_machine m;
 	int err;
 
-	err = bench_parse_options(argc, argv, CMD, "", longopts, usage,
-				  option, &r);
+	err = tool_parse_options(&cmd, argc, argv, &r, NULL);
 	if (err)
 		return err > 0 ? 0 : 2;
 	if (bench_json_open(&r.json, r.json_path))

@@ -74,7 +74,7 @@
 #include <tally/stats.h>
 #include "bench.h"
 #include "latency.h"
-#include "args.h"
+#include "../tool/args.h"
 #include "json.h"
 #include "machine.h"
 #include "measure.h"
@@ -285,21 +285,40 @@ static void usage(FILE *f)
 		"  -h, --help            show this help\n");
 }
 
-/* --only: the sections named in @list. */
-static int parse_only(struct run *r, const char *list)
+static int option(int opt, char *arg, void *ctx)
 {
 	const char *names[NR_SECTIONS];
+	struct run *r = ctx;
+	unsigned long nr;
 
-	for (unsigned int i = 0; i < NR_SECTIONS; i++)
-		names[i] = sections[i].name;
-	return bench_parse_names(list, names, NR_SECTIONS, &r->only);
-}
-
-static int bad_value(const char *opt, const char *arg)
-{
-	fprintf(stderr, "tally: bench stats: bad value '%s' for %s\n", arg, opt);
-	usage(stderr);
-	return -1;
+	switch (opt) {
+	case 'j':
+		r->json_path = arg;
+		break;
+	case 'o':
+		for (unsigned int i = 0; i < NR_SECTIONS; i++)
+			names[i] = sections[i].name;
+		return tool_opt_names(arg, names, NR_SECTIONS, &r->only);
+	case 'r':
+		if (tool_opt_uint(arg, 1, MAX_READERS, &nr))
+			return -1;
+		r->readers_per_cpu = (unsigned int)nr;
+		break;
+	case 'v':
+		if (tool_opt_uint(arg, 0, MAX_READERS, &nr))
+			return -1;
+		r->overload_per_cpu = (unsigned int)nr;
+		break;
+	case 'p':
+		return tool_opt_list(arg, r->periods_ms, MAX_PERIODS, 1, 10000,
+				     &r->nr_periods);
+	case 's':
+		return tool_opt_number(arg, 0.01, 100, NULL, &r->scale);
+	case 'q':
+		r->quick = true;
+		break;
+	}
+	return 0;
 }
 
 /* Return: 0, 1 after --help, or -1 for bad options (usage printed). */
@@ -316,72 +335,22 @@ static int parse_options(struct run *r, int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	bool scaled = false;
-	unsigned int nr;
-	char *end;
-	int opt, n;
+	static const struct tool_command cmd = {
+		"bench stats", usage, "", longopts, option, false
+	};
+	int err;
 
 	r->readers_per_cpu = DEFAULT_READERS_PER_CPU;
 	r->overload_per_cpu = DEFAULT_OVERLOAD_PER_CPU;
 	r->nr_periods = ARRAY_SIZE(default_periods_ms);
 	memcpy(r->periods_ms, default_periods_ms, sizeof(default_periods_ms));
-	r->scale = 1;
+	r->scale = 0;	/* not given */
 	r->only = (1u << NR_SECTIONS) - 1;
-	optind = 0;	/* full reset: the caller may have parsed already */
-	opterr = 0;	/* our own message, naming the whole command */
-	while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-		switch (opt) {
-		case 'j':
-			r->json_path = optarg;
-			break;
-		case 'o':
-			if (parse_only(r, optarg))
-				return bad_value("--only", optarg);
-			break;
-		case 'r':
-			if (bench_parse_list(optarg, &nr, 1, 1,
-					     MAX_READERS) != 1)
-				return bad_value("--readers-per-cpu", optarg);
-			r->readers_per_cpu = nr;
-			break;
-		case 'v':
-			if (bench_parse_list(optarg, &nr, 1, 0,
-					     MAX_READERS) != 1)
-				return bad_value("--overload-per-cpu", optarg);
-			r->overload_per_cpu = nr;
-			break;
-		case 'p':
-			n = bench_parse_list(optarg, r->periods_ms, MAX_PERIODS,
-					     1, 10000);
-			if (n < 0)
-				return bad_value("--periods", optarg);
-			r->nr_periods = (unsigned int)n;
-			break;
-		case 's':
-			errno = 0;
-			r->scale = strtod(optarg, &end);
-			if (errno || end == optarg || *end ||
-			    !(r->scale >= 0.01) || r->scale > 100)
-				return bad_value("--duration-scale", optarg);
-			scaled = true;
-			break;
-		case 'q':
-			r->quick = true;
-			break;
-		case 'h':
-			usage(stdout);
-			return 1;
-		default:
-			return bench_bad_usage("tally bench stats",
-					       "bad option or missing value",
-					       argv[optind - 1], usage);
-		}
-	}
-	if (optind < argc)
-		return bench_bad_usage("tally bench stats", "unexpected argument",
-				       argv[optind], usage);
-	if (r->quick && !scaled)
-		r->scale = 0.1;
+	err = tool_parse_options(&cmd, argc, argv, r, NULL);
+	if (err)
+		return err;
+	if (!r->scale)
+		r->scale = r->quick ? 0.1 : 1;
 	return 0;
 }
 

@@ -9,9 +9,10 @@
 #include <unistd.h>
 
 #include <tally/domain.h>
-#include <tally/percpu.h>
 #include <tally/version.h>
 
+#include "../tool/machine.h"
+#include "../tool/schema.h"
 #include "machine.h"
 
 static void read_cpu_model(char *buf, size_t len)
@@ -35,19 +36,6 @@ static void read_cpu_model(char *buf, size_t len)
 	fclose(f);
 }
 
-static const char *rseq_mode_name(enum tally_rseq_mode mode)
-{
-	switch (mode) {
-	case TALLY_RSEQ_GLIBC:
-		return "glibc";
-	case TALLY_RSEQ_OWN:
-		return "own";
-	case TALLY_RSEQ_FALLBACK:
-		return "fallback";
-	}
-	return "unknown";
-}
-
 void bench_machine_get(struct bench_machine *m)
 {
 	struct tally_domain *d = tally_domain_system();
@@ -62,7 +50,7 @@ void bench_machine_get(struct bench_machine *m)
 			 u.release);
 	else
 		snprintf(m->kernel, sizeof(m->kernel), "unknown");
-	m->rseq = rseq_mode_name(tally_rseq_mode());
+	m->rseq = tool_rseq_mode_name();
 	if (getloadavg(&m->loadavg, 1) != 1)
 		m->loadavg = -1;
 #if defined(__clang__)
@@ -112,7 +100,7 @@ void bench_json_identity(struct bench_json *w, const char *name)
 {
 	bench_json_string(w, "benchmark", name);
 	bench_json_string(w, "tally_version", tally_version());
-	bench_json_int(w, "schema_version", BENCH_JSON_SCHEMA);
+	bench_json_int(w, "schema_version", TOOL_BENCH_JSON_SCHEMA);
 }
 
 long bench_rss_kib(void)

@@ -18,7 +18,7 @@
  * @possible_cpus: CPUs of tally's system domain (possible CPUs).
  * @online_cpus: online CPUs (sysconf), for reference.
  * @kernel: uname's system name and release.
- * @rseq: how tally updates per-CPU data: "glibc", "own" or "fallback".
+ * @rseq: how tally updates per-CPU data: tool_rseq_mode_name().
  * @compiler: the compiler that built the tool.
  * @loadavg: the 1-minute load average when described (-1 if unknown): other
  *	work running on the machine skews the figures.
@@ -43,15 +43,9 @@ void bench_machine_get(struct bench_machine *m);
 void bench_machine_print(FILE *f, const struct bench_machine *m);
 
 /**
- * BENCH_JSON_SCHEMA - the version of the benchmarks' JSON layout: raised
- * when a member is renamed, removed or changes meaning (not when one is
- * added), so that a reader can refuse a layout it does not know.
- */
-#define BENCH_JSON_SCHEMA 1
-
-/**
  * bench_json_identity() - the members every benchmark's JSON starts with:
- *	"benchmark" (@name), "tally_version" and "schema_version".
+ *	"benchmark" (@name), "tally_version" and "schema_version"
+ *	(TOOL_BENCH_JSON_SCHEMA).
  * @w: the writer, inside the top-level object.
  * @name: the benchmark's name ("counter", "oom", ...).
  */

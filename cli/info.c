@@ -26,12 +26,9 @@
 #include <tally/stats.h>
 #include <tally/version.h>
 
-#include "../bench/args.h"
-#include "../bench/machine.h"
+#include "../tool/args.h"
+#include "../tool/machine.h"
 #include "cli.h"
-
-/* The command, as messages name it. */
-#define CMD "tally info"
 
 #define COUNTER_BATCH 32ul	/* the kernel's RSS counters */
 #define STATS_BATCH 64ul	/* the stats tree's default */
@@ -65,21 +62,19 @@ static int option(int opt, char *arg, void *ctx)
 {
 	struct info_args *a = ctx;
 	unsigned long v;
-	char *end;
 
 	switch (opt) {
 	case 'b':
-		errno = 0;
-		v = strtoul(arg, &end, 10);
-		if (errno || end == arg || *end || v < 2 || v > MAX_BATCH ||
-		    (v & (v - 1)))
-			return bench_bad_value(CMD, "--batch", arg, usage);
+		if (tool_opt_uint(arg, 2, MAX_BATCH, &v))
+			return -1;
+		if (v & (v - 1))
+			return tool_bad_value(arg, "a power of two from 2 to 2^30");
 		a->batch = v;
 		break;
 	case 'c':
-		if (bench_parse_list(arg, &a->cpus, 1, 1,
-				     TALLY_SIMULATED_MAX_CPUS) != 1)
-			return bench_bad_value(CMD, "--cpus", arg, usage);
+		if (tool_opt_uint(arg, 1, TALLY_SIMULATED_MAX_CPUS, &v))
+			return -1;
+		a->cpus = (unsigned int)v;
 		break;
 	}
 	return 0;
@@ -95,8 +90,11 @@ static int parse(struct info_args *a, int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 
-	return bench_parse_options(argc, argv, CMD, "", longopts, usage,
-				   option, a);
+	static const struct tool_command cmd = {
+		"info", usage, "", longopts, option, false
+	};
+
+	return tool_parse_options(&cmd, argc, argv, a, NULL);
 }
 
 /* The first line of /sys/devices/system/cpu/@name, or "unknown". */
@@ -238,14 +236,12 @@ int tally_cmd_info(int argc, char **argv)
 {
 	struct info_args a = { 0 };
 	struct tally_domain *d = NULL;
-	struct bench_machine m;
 	int err = parse(&a, argc, argv);
 
 	if (err)
 		return err > 0 ? CLI_EXIT_OK : CLI_EXIT_USAGE;
 	printf("tally %s\n", tally_version());
-	bench_machine_get(&m);
-	printf("rseq:             %s%s\n", m.rseq,
+	printf("rseq:             %s%s\n", tool_rseq_mode_name(),
 	       tally_rseq_mode() == TALLY_RSEQ_FALLBACK
 		       ? " (no rseq: atomic adds on sched_getcpu()'s slot)"
 		       : "");

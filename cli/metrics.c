@@ -16,11 +16,8 @@
 
 #include <tally/export.h>
 
-#include "../bench/args.h"
+#include "../tool/args.h"
 #include "cli.h"
-
-/* The command, as messages name it. */
-#define CMD "tally metrics"
 
 #define ROUNDS 1000
 
@@ -72,19 +69,19 @@ static void usage(FILE *f)
 
 static int option(int opt, char *arg, void *ctx)
 {
+	static const char *const formats[] = { "prometheus", "openmetrics" };
 	struct metrics_args *a = ctx;
+	unsigned int i;
 
 	switch (opt) {
 	case 'd':
 		a->demo = true;
 		break;
 	case 'f':
-		if (!strcmp(arg, "prometheus"))
-			a->format = TALLY_EXPORT_PROMETHEUS;
-		else if (!strcmp(arg, "openmetrics"))
-			a->format = TALLY_EXPORT_OPENMETRICS;
-		else
-			return bench_bad_value(CMD, "--format", arg, usage);
+		if (tool_opt_choice(arg, formats, 2, &i))
+			return -1;
+		a->format = i ? TALLY_EXPORT_OPENMETRICS
+			      : TALLY_EXPORT_PROMETHEUS;
 		break;
 	case 'o':
 		a->output = arg;
@@ -93,18 +90,15 @@ static int option(int opt, char *arg, void *ctx)
 		char *eq = strchr(arg, '=');
 
 		if (!eq || eq == arg)
-			return bench_bad_value(CMD, "--label (NAME=VALUE)", arg,
-					       usage);
+			return tool_bad_value(arg, "NAME=VALUE");
 		if (a->nr_labels == TALLY_EXPORT_MAX_LABELS)
-			return bench_bad_usage(CMD, "more than 16 --label", arg,
-					       usage);
+			return tool_bad_value(arg, "at most 16 labels");
 		*eq = '\0';
 		if (!strcmp(arg, "instance") || !strcmp(arg, "job")) {
 			*eq = '=';
-			return bench_bad_usage(CMD, "instance and job are set "
-					       "by Prometheus when it scrapes: "
-					       "use another label name", arg,
-					       usage);
+			return tool_bad_value(arg, "instance and job are set "
+					      "by Prometheus when it scrapes: "
+					      "use another label name");
 		}
 		a->labels[a->nr_labels++] =
 			(struct tally_export_label){ arg, eq + 1 };
@@ -129,16 +123,15 @@ static int parse(struct metrics_args *a, int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	int err = bench_parse_options(argc, argv, CMD, "o:", longopts, usage,
-				      option, a);
+	static const struct tool_command cmd = {
+		"metrics", usage, "o:", longopts, option, false
+	};
+	int err = tool_parse_options(&cmd, argc, argv, a, NULL);
 
-	if (!err && !a->demo) {
-		fprintf(stderr, "tally: metrics: --demo is the only source "
-				"(a program exports its own trees with "
-				"tally/export.h)\n");
-		usage(stderr);
-		return -1;
-	}
+	if (!err && !a->demo)
+		return tool_usage_error("--demo is the only source (a program "
+					"exports its own trees with "
+					"tally/export.h)");
 	return err;
 }
 

@@ -25,6 +25,7 @@
 
 #include <tally/memcg.h>
 
+#include "../tool/args.h"
 #include "cli.h"
 
 /* Exit statuses of tally run besides the program's (as env(1) has them). */
@@ -123,20 +124,43 @@ static bool parse_size(const char *s, long *out)
 	return true;
 }
 
-/* Seconds with up to 3 decimals, 0.001 to 86400, into milliseconds. */
-static bool parse_interval(const char *s, long *ms)
-{
-	char *end;
-	double v;
+/* The command line of tally run. */
+struct run_args {
+	long max, high;
+	long interval_ms;
+	const char *metrics;
+};
 
-	if (*s < '0' || *s > '9')
-		return false;
-	errno = 0;
-	v = strtod(s, &end);
-	if (errno || *end || v < 0.001 || v > 86400)
-		return false;
-	*ms = (long)(v * 1000 + 0.5);
-	return true;
+static int run_option(int opt, char *arg, void *ctx)
+{
+	struct run_args *a = ctx;
+	double seconds;
+
+	switch (opt) {
+	case 'x':
+	case 'H':
+		if (!parse_size(arg, opt == 'x' ? &a->max : &a->high))
+			return tool_usage_error("%s: cannot parse size '%s' "
+						"(bytes, with an optional K, M, "
+						"G or T suffix, or 'max')",
+						opt == 'x' ? "--memory-max"
+							   : "--memory-high",
+						arg);
+		break;
+	case 'm':
+		if (!*arg)
+			return tool_bad_value(arg, "a file name");
+		a->metrics = arg;
+		break;
+	case 'i':
+		if (!tool_parse_number(arg, 0.001, 86400, &seconds))
+			return tool_usage_error("--interval: '%s' is not a "
+						"number of seconds from 0.001 "
+						"to 86400", arg);
+		a->interval_ms = (long)(seconds * 1000 + 0.5);
+		break;
+	}
+	return 0;
 }
 
 /* The executable execvp() would run for @prog into @buf, or an errno. */
@@ -289,65 +313,29 @@ fail:
 
 int tally_cmd_run(int argc, char **argv)
 {
-	long max = TALLY_MEMCG_UNLIMITED, high = TALLY_MEMCG_UNLIMITED;
-	long interval_ms = 10000;
-	const char *metrics = NULL;
+	static const struct option longopts[] = {
+		{ "memory-max", required_argument, NULL, 'x' },
+		{ "memory-high", required_argument, NULL, 'H' },
+		{ "metrics", required_argument, NULL, 'm' },
+		{ "interval", required_argument, NULL, 'i' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	/* Options end at the program's name: the rest are its arguments. */
+	static const struct tool_command cmd = {
+		"run", run_usage, "", longopts, run_option, true
+	};
+	struct run_args a = { TALLY_MEMCG_UNLIMITED, TALLY_MEMCG_UNLIMITED,
+			      10000, NULL };
 	char preload[PATH_MAX], prog[PATH_MAX];
 	int i, pfd[2], status, err;
 
-	for (i = 1; i < argc; i++) {
-		const char *a = argv[i];
-
-		if (!strcmp(a, "--")) {
-			i++;
-			break;
-		}
-		if (a[0] != '-')
-			break;
-		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-			run_usage(stdout);
-			return CLI_EXIT_OK;
-		}
-		bool takes = !strcmp(a, "--memory-max") ||
-			     !strcmp(a, "--memory-high") ||
-			     !strcmp(a, "--metrics") ||
-			     !strcmp(a, "--interval");
-		if (!takes) {
-			fprintf(stderr, "tally: run: unknown option '%s'\n",
-				a);
-			goto usage;
-		}
-		if (i + 1 >= argc) {
-			fprintf(stderr, "tally: run: %s needs a value\n", a);
-			goto usage;
-		}
-		const char *v = argv[++i];
-
-		if (!strcmp(a, "--metrics")) {
-			if (!*v) {
-				fprintf(stderr, "tally: run: --metrics: empty "
-					"file name\n");
-				goto usage;
-			}
-			metrics = v;
-		} else if (!strcmp(a, "--interval")) {
-			if (!parse_interval(v, &interval_ms)) {
-				fprintf(stderr, "tally: run: --interval: '%s' "
-					"is not a number of seconds from "
-					"0.001 to 86400\n", v);
-				goto usage;
-			}
-		} else if (!parse_size(v, !strcmp(a, "--memory-max") ?
-				       &max : &high)) {
-			fprintf(stderr, "tally: run: %s: cannot parse size "
-				"'%s' (bytes, with an optional K, M, G or T "
-				"suffix, or 'max')\n", a, v);
-			goto usage;
-		}
-	}
+	err = tool_parse_options(&cmd, argc, argv, &a, &i);
+	if (err)
+		return err > 0 ? CLI_EXIT_OK : CLI_EXIT_USAGE;
 	if (i >= argc) {
-		fprintf(stderr, "tally: run: no program to run\n");
-		goto usage;
+		tool_usage_error("no program to run");
+		return CLI_EXIT_USAGE;
 	}
 	err = resolve(argv[i], prog, sizeof(prog));
 	if (err) {
@@ -382,8 +370,8 @@ int tally_cmd_run(int argc, char **argv)
 	}
 	if (pid == 0) {
 		close(pfd[0]);
-		exec_child(argv + i, preload, max, high, metrics, interval_ms,
-			   pfd[1]);
+		exec_child(argv + i, preload, a.max, a.high, a.metrics,
+			   a.interval_ms, pfd[1]);
 	}
 	close(pfd[1]);
 	child_pid = pid;
@@ -427,9 +415,4 @@ int tally_cmd_run(int argc, char **argv)
 	if (WIFSIGNALED(status))
 		return 128 + WTERMSIG(status);
 	return WEXITSTATUS(status);
-usage:
-	fprintf(stderr, "usage: tally run [--memory-max SIZE] [--memory-high "
-		"SIZE] [--metrics FILE] [--interval S] [--] PROGRAM "
-		"[ARGS...]\n");
-	return CLI_EXIT_USAGE;
 }

@@ -97,7 +97,6 @@ static void cost_thread(void *arg, unsigned int index)
 static double cost_run(void *arg, unsigned long n)
 {
 	struct cost_job *j = arg;
-	uint64_t sum = 0;
 	int err;
 
 	j->n = n;
@@ -108,9 +107,7 @@ static double cost_run(void *arg, unsigned long n)
 			j->threads, strerror(-err));
 		return -1;
 	}
-	for (unsigned int i = 0; i < j->threads; i++)
-		sum += j->elapsed_ns[i];
-	return (double)sum / j->threads / (double)n;
+	return bench_per_op_ns(j->elapsed_ns, j->threads, n);
 }
 
 void setup_of(const struct run *r, const struct cell *c,

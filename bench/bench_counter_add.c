@@ -51,7 +51,6 @@ static double add_run(void *arg, unsigned long n)
 {
 	struct add_job *j = arg;
 	long expect = (long)(n * j->threads), got = 0;
-	uint64_t sum_ns = 0;
 	int err;
 
 	j->ctr = j->impl->create();
@@ -77,9 +76,7 @@ static double add_run(void *arg, unsigned long n)
 			j->impl->name, j->threads, got, expect);
 		return -1;
 	}
-	for (unsigned int i = 0; i < j->threads; i++)
-		sum_ns += j->elapsed_ns[i];
-	return (double)sum_ns / j->threads / (double)n;
+	return bench_per_op_ns(j->elapsed_ns, j->threads, n);
 }
 
 /*

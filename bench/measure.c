@@ -17,6 +17,16 @@ uint64_t bench_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+double bench_per_op_ns(const uint64_t *elapsed_ns, unsigned int threads,
+		       unsigned long n)
+{
+	uint64_t sum = 0;
+
+	for (unsigned int i = 0; i < threads; i++)
+		sum += elapsed_ns[i];
+	return (double)sum / threads / (double)n;
+}
+
 unsigned long bench_calibrate(bench_run_fn run, void *arg,
 			      const struct bench_plan *plan)
 {

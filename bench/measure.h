@@ -19,6 +19,18 @@
 uint64_t bench_now_ns(void);
 
 /**
+ * bench_per_op_ns() - nanoseconds per operation of a threaded repetition:
+ *	the mean over the threads of each one's time per operation.
+ * @elapsed_ns: each thread's time for its @n operations.
+ * @threads: their number, at least 1.
+ * @n: operations per thread.
+ *
+ * Return: the sum of @elapsed_ns / @threads / @n.
+ */
+double bench_per_op_ns(const uint64_t *elapsed_ns, unsigned int threads,
+		       unsigned long n);
+
+/**
  * struct bench_plan - how long and how often to repeat a measurement.
  * @target_ns: wanted duration of one repetition.
  * @reps: repetitions (1 to %BENCH_MAX_REPS); the median is reported.

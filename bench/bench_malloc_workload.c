@@ -1,0 +1,311 @@
+// SPDX-License-Identifier: MIT
+/*
+ * bench_malloc_workload.c - `tally bench malloc`'s workload, its timing
+ * and its accounting error, per design and thread count.
+ *
+ * Per thread: a working set of 1,024 slots; each operation allocates 16 B
+ * to 64 KiB (an octave of 16 B .. 32 KiB chosen uniformly, then a size
+ * uniformly within it, capped at 64 KiB), writes the size in the object's
+ * first word, puts it in a slot (its own slot, or with probability 1/4 a
+ * slot of the next thread) and frees what the slot held (so about a
+ * quarter of the frees are cross-thread).  ns per pair = one malloc + one
+ * free, in CPU time of each thread (thread_cpu_ns()), median of the
+ * repetitions (designs interleaved).  Then, with every thread stopped
+ * holding its working set, the accounting error: each design's figure
+ * minus the exact live bytes (the sum of the sizes in the slots): tally's
+ * charge (exactly jemalloc's active and dirty pages of the group's
+ * arenas, so against the live bytes its error is jemalloc's overhead:
+ * size classes, partly used slabs, thread caches, and the dirty pages
+ * until they are purged; shown after a purge too), the tracker's shared
+ * counter (the bytes asked for, less what each thread has not flushed: up
+ * to 4 MiB per thread either way).
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "bench_malloc.h"
+#include "parallel.h"
+#include "rand.h"
+
+static const char *const design_names[NR_DESIGNS] = {
+	"glibc", "jemalloc", "tally", "tracker",
+};
+
+/* One design at one thread count. */
+struct job {
+	enum design d;
+	unsigned int threads;
+	unsigned long n;
+	_Atomic(uintptr_t) *slots;	/* threads x SLOTS */
+	pthread_barrier_t barrier;
+	uint64_t ns[MAX_THREADS];
+	atomic_long tracked;		/* the tracker's shared counter */
+	struct tally_memcg *group;
+	unsigned int pin;
+	/* At quiescence, after the timed loop of the last run. */
+	long live, figure, active, purged;
+};
+
+static size_t next_size(uint64_t *rng)
+{
+	uint64_t r = bench_rand(rng);
+	unsigned int octave = (unsigned int)(r % 12);	/* 16 B .. 32 KiB */
+	size_t lo = (size_t)16 << octave;
+	size_t sz = lo + (size_t)((r >> 8) % lo);
+
+	return sz > 65536 ? 65536 : sz;
+}
+
+struct thread_state {
+	long untracked;
+};
+
+static inline void *obj_alloc(struct job *j, struct thread_state *t,
+			      size_t sz)
+{
+	size_t *p;
+
+	if (j->d == GLIBC) {
+		p = malloc(sz);
+	} else {
+		p = je.mallocx(sz, 0);
+		if (j->d == TRACKER && p) {
+			t->untracked += (long)sz;
+			if (t->untracked > UNTRACKED_MAX) {
+				atomic_fetch_add_explicit(&j->tracked,
+							  t->untracked,
+							  memory_order_relaxed);
+				t->untracked = 0;
+			}
+		}
+	}
+	if (p)
+		*p = sz;
+	return p;
+}
+
+static inline void obj_free(struct job *j, struct thread_state *t, void *v)
+{
+	size_t *p = v;
+
+	if (j->d == GLIBC) {
+		free(p);
+		return;
+	}
+	if (j->d == TRACKER) {
+		t->untracked -= (long)*p;
+		if (t->untracked < -UNTRACKED_MAX) {
+			atomic_fetch_add_explicit(&j->tracked, t->untracked,
+						  memory_order_relaxed);
+			t->untracked = 0;
+		}
+	}
+	je.dallocx(p, 0);
+}
+
+/*
+ * The calling thread's CPU time: the machines this runs on are often
+ * shared, and wall time would count the time a thread waits for a CPU
+ * (page faults and the kernel's work for the allocator count: they are
+ * the thread's).
+ */
+static uint64_t thread_cpu_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void measure_error(struct job *j)
+{
+	struct tally_jemalloc_stats st;
+	struct tally_memcg_range r;
+	long live = 0;
+
+	for (unsigned int i = 0; i < j->threads * SLOTS; i++) {
+		size_t *p = (size_t *)atomic_load(&j->slots[i]);
+
+		if (p)
+			live += (long)*p;
+	}
+	j->live = live;
+	j->figure = live;
+	j->active = 0;
+	if (j->d == TRACKER)
+		j->figure = atomic_load(&j->tracked);
+	if (j->d == TALLY && !je.usage(j->group, TALLY_MEMCG_READ_DRAIN, &r)) {
+		j->figure = r.value;
+		if (!je.stats(j->group, &st))
+			j->active = st.active;
+		/* The dirty pages purged, the charge is the active pages. */
+		if (!je.purge(j->group) &&
+		    !je.usage(j->group, TALLY_MEMCG_READ_DRAIN, &r))
+			j->purged = r.value;
+	}
+}
+
+static void worker(void *arg, unsigned int index)
+{
+	struct job *j = arg;
+	struct thread_state t = { 0 };
+	_Atomic(uintptr_t) *mine = j->slots + index * SLOTS;
+	_Atomic(uintptr_t) *next = j->slots +
+		((index + 1) % j->threads) * SLOTS;
+	uint64_t rng = 0x9e3779b97f4a7c15ull * (index + 1);
+	struct tally_memcg *save = NULL;
+	uint64_t start;
+
+	if (j->d == TALLY)
+		save = je.set_current(j->group);
+	for (unsigned int k = 0; k < SLOTS; k++)
+		atomic_store(&mine[k], (uintptr_t)obj_alloc(j, &t,
+							   next_size(&rng)));
+	pthread_barrier_wait(&j->barrier);
+	start = thread_cpu_ns();
+	for (unsigned long i = 0; i < j->n; i++) {
+		uint64_t r = bench_rand(&rng);
+		_Atomic(uintptr_t) *s = (r & 3) == 0 ? next : mine;
+		void *p = obj_alloc(j, &t, next_size(&rng));
+		void *old = (void *)atomic_exchange_explicit(
+			&s[(r >> 2) % SLOTS], (uintptr_t)p,
+			memory_order_acq_rel);
+
+		if (old)
+			obj_free(j, &t, old);
+	}
+	j->ns[index] = thread_cpu_ns() - start;
+	/* Quiescence: every thread holds its working set. */
+	if (pthread_barrier_wait(&j->barrier) == PTHREAD_BARRIER_SERIAL_THREAD)
+		measure_error(j);
+	pthread_barrier_wait(&j->barrier);
+	for (unsigned int k = 0; k < SLOTS; k++) {
+		void *p = (void *)atomic_exchange(&mine[k], (uintptr_t)0);
+
+		if (p)
+			obj_free(j, &t, p);
+	}
+	if (j->d == TRACKER && t.untracked)
+		atomic_fetch_add(&j->tracked, t.untracked);
+	if (j->d == TALLY)
+		je.set_current(save);
+	else if (j->d != GLIBC)
+		je.flush();
+}
+
+static double job_run(void *arg, unsigned long n)
+{
+	struct job *j = arg;
+	int err;
+
+	j->n = n;
+	atomic_store(&j->tracked, 0);
+	pthread_barrier_init(&j->barrier, NULL, j->threads);
+	err = bench_run_parallel(j->threads, worker, j, NULL, j->pin);
+	pthread_barrier_destroy(&j->barrier);
+	if (err) {
+		fprintf(stderr, "tally: cannot start %u threads: %s\n",
+			j->threads, strerror(-err));
+		return -1;
+	}
+	return bench_per_op_ns(j->ns, j->threads, n);
+}
+
+void print_header(struct run *r)
+{
+	fprintf(r->out, "\nns of CPU time per malloc + free pair, per thread "
+		"(median of %u); ratio to jemalloc alone\n", r->reps);
+	fprintf(r->out, "%-8s", "threads");
+	for (int d = 0; d < NR_DESIGNS; d++)
+		fprintf(r->out, " %10s", design_names[d]);
+	fprintf(r->out, " %12s %12s\n", "tally/jem", "tracker/jem");
+}
+
+static void print_row(struct run *r, unsigned int threads,
+		      const struct bench_result *res)
+{
+	fprintf(r->out, "%-8u", threads);
+	for (int d = 0; d < NR_DESIGNS; d++)
+		fprintf(r->out, " %10.1f", res[d].median);
+	fprintf(r->out, " %12.3f %12.3f\n", res[TALLY].median /
+		res[JEMALLOC].median, res[TRACKER].median /
+		res[JEMALLOC].median);
+}
+
+static void print_error(struct run *r, unsigned int threads,
+			const struct job *jobs)
+{
+	fprintf(r->out, "  error at quiescence: live %ld bytes; tally %+ld "
+		"(active %ld + dirty %ld pages), %+ld after a purge; tracker "
+		"%+ld (bound +-%ld)\n", jobs[TALLY].live, jobs[TALLY].figure -
+		jobs[TALLY].live, jobs[TALLY].active, jobs[TALLY].figure -
+		jobs[TALLY].active, jobs[TALLY].purged - jobs[TALLY].live,
+		jobs[TRACKER].figure - jobs[TRACKER].live,
+		(long)threads * UNTRACKED_MAX);
+}
+
+static void json_row(struct run *r, unsigned int threads,
+		     const struct bench_result *res, const struct job *jobs)
+{
+	struct bench_json *w = &r->json;
+
+	for (int d = 0; d < NR_DESIGNS; d++) {
+		bench_json_begin(w, NULL, '{', true);
+		bench_json_string(w, "design", design_names[d]);
+		bench_json_int(w, "threads", threads);
+		bench_json_double(w, "ns_per_pair", res[d].median);
+		bench_json_double(w, "ns_min", res[d].min);
+		bench_json_double(w, "ns_max", res[d].max);
+		bench_json_double(w, "ratio_to_jemalloc",
+				  res[d].median / res[JEMALLOC].median);
+		bench_json_int(w, "live_bytes", jobs[d].live);
+		if (d == TALLY || d == TRACKER)
+			bench_json_int(w, "accounting_error",
+				       jobs[d].figure - jobs[d].live);
+		if (d == TALLY) {
+			bench_json_int(w, "jemalloc_active", jobs[d].active);
+			bench_json_int(w, "error_after_purge",
+				       jobs[d].purged - jobs[d].live);
+		}
+		if (d == TRACKER)
+			bench_json_int(w, "error_bound",
+				       (long)threads * UNTRACKED_MAX);
+		bench_json_end(w);
+	}
+}
+
+int measure(struct run *r, unsigned int threads)
+{
+	struct job *jobs = calloc(NR_DESIGNS, sizeof(*jobs));
+	struct bench_job set[NR_DESIGNS];
+	struct bench_result res[NR_DESIGNS];
+	int err = 0;
+
+	if (!jobs)
+		return -1;
+	for (int d = 0; d < NR_DESIGNS && !err; d++) {
+		jobs[d].d = (enum design)d;
+		jobs[d].threads = threads;
+		jobs[d].group = r->group;
+		jobs[d].pin = r->pin;
+		jobs[d].slots = calloc(threads * SLOTS, sizeof(uintptr_t));
+		if (!jobs[d].slots)
+			err = -1;
+		set[d] = (struct bench_job){ job_run, &jobs[d] };
+	}
+	if (!err)
+		err = bench_measure_set(set, NR_DESIGNS, &r->plan, res);
+	if (!err) {
+		print_row(r, threads, res);
+		print_error(r, threads, jobs);
+		json_row(r, threads, res, jobs);
+	}
+	for (int d = 0; d < NR_DESIGNS; d++)
+		free(jobs[d].slots);
+	free(jobs);
+	return err;
+}

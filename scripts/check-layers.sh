@@ -18,6 +18,13 @@
 # does a private header included without its folder from outside it, or
 # a source file in no layer.
 #
+# The tool (build/tally) has three folders, which use the library only
+# through its public headers: tool/ (what the commands share: option
+# parsing, the machine's description, the benchmarks' JSON schema) uses
+# nothing of the other two; bench/ may use tool/; cli/ may use tool/ and
+# bench/bench.h alone (the `tally bench` entry points), never the
+# benchmarks' internals.
+#
 # usage: check-layers.sh [ROOT]  (default: the repository).  With no ROOT
 # it also proves it can fail: it copies the tree, adds a wrong-way
 # include to the lowest layer, and expects a failure.
@@ -91,11 +98,29 @@ check_tree() {
 	done
 }
 
+# check_tool ROOT OUT: the tool's folders; violations appended to OUT.
+check_tool() {
+	for f in "$1"/tool/*.[ch] "$1"/bench/*.[ch] "$1"/cli/*.[ch]; do
+		[ -f "$f" ] || continue
+		rel=${f#"$1"/}
+		grep -n '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' "$f" |
+		while IFS= read -r line; do
+			name=$(printf '%s\n' "$line" | sed 's/[^"]*"\([^"]*\)".*/\1/')
+			case ${rel%%/*}:$name in
+			*:../tool/* | cli:../bench/bench.h) ;;
+			tool:../* | bench:../* | cli:../*)
+				echo "$rel:${line%%:*}: \"$name\": not the tool's way down" >> "$2" ;;
+			esac
+		done
+	done
+}
+
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
 root=${1:-.}
 check_tree "$root" "$tmp/why"
+check_tool "$root" "$tmp/why"
 if [ -s "$tmp/why" ]; then
 	fail dependencies_run_one_way "$tmp/why"
 else
@@ -105,16 +130,21 @@ fi
 if [ $# -eq 0 ]; then
 	# The check must be able to fail: a wrong-way include, private then
 	# public, in the lowest layer of a copy of the tree.
-	for wrong in '#include "memcg/memcg_internal.h"' '#include <tally/stats.h>'; do
+	for wrong in 'src/runtime/percpu.c:#include "memcg/memcg_internal.h"' \
+		     'src/runtime/percpu.c:#include <tally/stats.h>' \
+		     'cli/tally.c:#include "../bench/measure.h"'; do
+		file=${wrong%%:*}
+		wrong=${wrong#*:}
 		rm -rf "$tmp/copy"
 		mkdir -p "$tmp/copy"
-		cp -R src include "$tmp/copy/"
-		printf '%s\n' "$wrong" >> "$tmp/copy/src/runtime/percpu.c"
+		cp -R src include tool bench cli "$tmp/copy/"
+		printf '%s\n' "$wrong" >> "$tmp/copy/$file"
 		check_tree "$tmp/copy" "$tmp/why2"
-		if grep -q 'src/runtime/percpu.c' "$tmp/why2"; then
+		check_tool "$tmp/copy" "$tmp/why2"
+		if grep -q "^$file" "$tmp/why2"; then
 			pass "a_wrong_way_include_fails: $wrong"
 		else
-			echo "no failure for $wrong in src/runtime/percpu.c" > "$tmp/why2"
+			echo "no failure for $wrong in $file" > "$tmp/why2"
 			fail "a_wrong_way_include_fails: $wrong" "$tmp/why2"
 		fi
 	done

@@ -24,6 +24,7 @@
 #include <tally/memcg.h>
 #include <tally/oom.h>
 
+#include "names/names.h"
 #include "runtime/grace.h"
 
 /* The CPU argument of the system domain's charges: the current one. */
@@ -95,14 +96,14 @@ struct tally_memcg {
 	int reclaim_setting;		/* a setter's turn */
 	struct memcg_oom oom;		/* under oom_lock */
 	struct tally_memcg_task *tasks;	/* under oom_lock + structure */
+	struct name_node node;		/* name, in the tree's table */
 	struct tally_memcg *first_child;
 	struct tally_memcg *next_sibling;
 	struct tally_memcg *next_all;	/* every group not yet freed */
 	struct tally_memcg *prev_all;
 	unsigned long nr_children;
 	unsigned long nr_descendants;	/* live, under structure */
-	struct grace_node stats_node;	/* its stats group's end */
-	struct grace_node free_node;	/* its own end */
+	struct grace_node free_node;	/* its end (and its stats group's) */
 };
 
 struct tally_memcg_tree {
@@ -116,6 +117,7 @@ struct tally_memcg_tree {
 	struct tally_stats_tree *stats;
 	struct tally_memcg *root;
 	struct tally_memcg *all;
+	struct name_table names;	/* live groups' names, under structure */
 	struct tally_memcg *graveyard;	/* debug builds: freed groups */
 
 	pthread_cond_t kill_done;	/* with oom_lock: a kill ended */
@@ -212,5 +214,12 @@ void memcg_wait_kill(struct tally_memcg_tree *t, struct tally_memcg *g);
 
 /* memcg_group.c */
 void memcg_put(struct tally_memcg *g);
+
+/* The group whose name node is @n. */
+static inline struct tally_memcg *memcg_of(struct name_node *n)
+{
+	return (struct tally_memcg *)((char *)n -
+				      offsetof(struct tally_memcg, node));
+}
 
 #endif /* TALLY_MEMCG_INTERNAL_H */

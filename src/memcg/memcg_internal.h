@@ -6,7 +6,8 @@
  * memcg_internal.h - what the files of the memory groups share.
  *
  *   memcg_group.c    tree and group lifetime: create, find, destroy,
- *                    references (get/put), freeing after a grace period
+ *                    references (get/put), freeing after a grace period;
+ *                    names and paths (names/names.h)
  *   memcg_counter.c  hierarchical page counters and events
  *   memcg_stock.c    per-CPU stocks, lock-free walks, drains
  *   memcg_charge.c   charge, uncharge, refusal, limits
@@ -14,6 +15,7 @@
  *   memcg_oom.c      OOM policies, kills, tasks
  *   memcg.c          names, fork, stock mode, reads, stats, events fd
  *   memcg_render.c   memory.stat / memory.events / limits as text or JSON
+ *   memcg_snapshot.c the exporter's rows (memcg_snapshot.h)
  *
  * Lock order: oom_lock (tasks, policies, the kill in progress), drain_lock
  * (drains, destroy), structure (create, destroy, find, attach).  No tally

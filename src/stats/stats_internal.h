@@ -16,6 +16,7 @@
  *   stats_periodic.c  the periodic flusher                        periodic_lock
  *   stats_fork.c      fork(): every lock, in the order above      trees_lock
  *   stats_tree.c      trees, schemas, info
+ *   stats_snapshot.c  the exporter's rows (stats_snapshot.h)
  *
  * A tree's design (struct stats_design_ops, stats_design.h) decides
  * which flush a read needs and how readers share it: the TALLY design

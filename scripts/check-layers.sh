@@ -3,6 +3,7 @@
 # per concept under src/, in layers (src/README.md says what each owns):
 #
 #   0 runtime   per-CPU runtime, rseq, CPU domains, grace periods, fork
+#   0 names     a tree of named nodes: names, paths, lookups, sorted walks
 #   1 counter   hierarchical per-CPU counters
 #   2 stats     the statistics tree
 #   3 mm        per-task memory and victim selection
@@ -36,7 +37,7 @@ cd "$(dirname "$0")/.." || exit 1
 # The rank of a folder under src/, or of a public header's concept.
 layer_of_dir() {
 	case $1 in
-	runtime) echo 0 ;; counter) echo 1 ;; stats) echo 2 ;; mm) echo 3 ;;
+	runtime | names) echo 0 ;; counter) echo 1 ;; stats) echo 2 ;; mm) echo 3 ;;
 	memcg) echo 4 ;; export) echo 5 ;; http | jemalloc) echo 6 ;;
 	*) echo none ;;
 	esac

@@ -1480,3 +1480,56 @@ TEST(a_thread_parked_inside_a_call_while_its_groups_change_keeps_exact_totals)
 	CHECK_EQ_LONG(stat_hier(root, TALLY_MEMCG_ANON), h.adds);
 	tally_memcg_tree_destroy(t);
 }
+
+/* ---- 9. one identity, one lifetime ------------------------------------ */
+
+/*
+ * A destroyed group's name is free at once, in the memory tree and in its
+ * memory.stat tree, while a handle still holds the group; the handle's
+ * stat updates go to the live parent, never to the new group of the same
+ * name; and a tree destroyed with the handle still held frees the group
+ * and its statistics group (the sanitizer builds report a leak or a
+ * use-after-free otherwise).
+ */
+TEST(a_held_destroyed_groups_name_is_free_at_once_and_its_tree_frees_it)
+{
+	struct tally_memcg_tree *t = util_memcg_tree(NULL, 0);
+	struct tally_stats_tree *st = tally_memcg_stats_tree(t);
+	struct tally_memcg *a, *old, *fresh, *found = NULL;
+	struct tally_stats_group *sg = NULL;
+	char path[16];
+	long hier, local;
+
+	REQUIRE(t && st);
+	a = util_memcg_group(tally_memcg_root(t), "a");
+	old = util_memcg_group(a, "b");
+	REQUIRE(a && old);
+	CHECK_EQ_LONG(tally_memcg_stat_mod(old, TALLY_MEMCG_ANON, 10), 0);
+	CHECK_EQ_LONG(tally_memcg_destroy(old), 0);
+	CHECK_EQ_LONG(tally_memcg_find(t, "a/b", &found), -ENOENT);
+	CHECK_EQ_LONG(tally_stats_group_find(st, "a/b", &sg), -ENOENT);
+	CHECK_EQ_LONG(tally_memcg_path(old, path, sizeof(path)), -EINVAL);
+
+	fresh = util_memcg_group(a, "b");
+	REQUIRE(fresh);
+	CHECK_EQ_LONG(tally_memcg_find(t, "a/b", &found), 0);
+	CHECK(found == fresh);
+	tally_memcg_put(found);
+	CHECK_EQ_LONG(tally_memcg_path(fresh, path, sizeof(path)), 3);
+	CHECK(!strcmp(path, "a/b"));
+	CHECK_EQ_LONG(tally_stats_group_find(st, "a/b", &sg), 0);
+
+	CHECK_EQ_LONG(tally_memcg_stat_mod(old, TALLY_MEMCG_ANON, 5), 0);
+	CHECK_EQ_LONG(tally_memcg_stat_mod(fresh, TALLY_MEMCG_ANON, 7), 0);
+	CHECK_EQ_LONG(tally_memcg_stat_read(fresh, TALLY_MEMCG_ANON,
+					    TALLY_FLUSH_FORCE, &hier, &local),
+		      0);
+	CHECK_EQ_LONG(local, 7);
+	CHECK_EQ_LONG(tally_memcg_stat_read(a, TALLY_MEMCG_ANON,
+					    TALLY_FLUSH_FORCE, &hier, &local),
+		      0);
+	CHECK_EQ_LONG(local, 5);
+	CHECK_EQ_LONG(hier, 22);
+	/* old is still held: the tree's destroy ends it. */
+	tally_memcg_tree_destroy(t);
+}

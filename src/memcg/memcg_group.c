@@ -3,12 +3,14 @@
  * memcg_group.c - the structure of a memory tree and the lifetime of its
  * groups: create, find, destroy, get, put.
  *
- * Every memory group owns a group of the same path in an internal
- * statistics tree (its memory.stat items); names, paths and lookups are
- * that tree's, and its groups point back to their memory group.  Creation
- * and destruction hold the memory tree's structure lock for writing; a
- * group is linked for lock-free walks (memcg_stock.c) only once complete,
- * with a release store.
+ * Identity: a group's name, path and lookup are its own, a node of the
+ * memory tree's tree of named nodes (names/names.h), under the structure
+ * lock.  Every group also owns a group of the same path in an internal
+ * statistics tree (its memory.stat items), created under its parent's
+ * through tally/stats.h and ended through stats/stats_owner.h; nothing of
+ * the statistics tree points back.  Creation and destruction hold the
+ * structure lock for writing; a group is linked for lock-free walks
+ * (memcg_stock.c) only once complete, with a release store.
  *
  * Lifetime.  A group holds references (refs): one of the tree's while it
  * is live, one per handle the caller owns (tally_memcg_create() and
@@ -18,12 +20,12 @@
  * events belong to the parent from then on, its statistics group is
  * detached (its name is free), and the tree's reference is dropped.  When
  * the last reference goes, the group is unlinked from the list of all
- * groups and retired: grace.c frees it (memory, stock, event descriptor)
- * once every lock-free walk that could stand on it has ended, then drops
- * its parent's reference.  The statistics group is finished (flushed into
- * its ancestors and freed) one grace period after the destroy, so that
- * updates redirected from a destroyed child, which run inside a read-side
- * section, never touch a freed one.
+ * groups and retired: grace.c frees it (its statistics group, flushed
+ * into its ancestors, then its memory, stock and event descriptor) once
+ * every lock-free walk, and every update redirected from a destroyed
+ * child inside a read-side section, that could stand on it has ended;
+ * then it drops its parent's reference.  One lifetime: the statistics
+ * group ends with the memory group that owns it.
  *
  * Costs: create O(1) plus the statistics group; destroy O(CPUs) to drain
  * its stock, O(siblings) to unlink it; put O(1) plus the frees whose grace
@@ -37,7 +39,7 @@
 #include "runtime/grace.h"
 #include "memcg_internal.h"
 #include "memcg_stock.h"
-#include "stats/stats_internal.h"
+#include "stats/stats_owner.h"
 
 #define MEMCG_STATS_BATCH (1ul << 18)
 
@@ -66,6 +68,7 @@ static void group_free(struct tally_memcg_tree *t, struct tally_memcg *g)
 {
 	if (g->evfd >= 0)
 		close(g->evfd);
+	name_node_fini(&g->node);
 	g->magic = MEMCG_MAGIC_FREED;
 #ifdef TALLY_DEBUG
 	/*
@@ -84,25 +87,20 @@ static void group_free(struct tally_memcg_tree *t, struct tally_memcg *g)
 #endif
 }
 
-/* After a grace period: nothing can reach @node's group any more. */
+/*
+ * After a grace period: nothing can reach @node's group any more, nor
+ * update its statistics group (detached by its destroy).  A child's ends
+ * before its parent's: it holds a reference on it until here.
+ */
 static void group_release(struct grace_node *node)
 {
 	struct tally_memcg *g = (struct tally_memcg *)
 		((char *)node - offsetof(struct tally_memcg, free_node));
 	struct tally_memcg *parent = g->parent;
 
+	stats_group_finish(g->stats);
 	group_free(g->tree, g);
 	memcg_put(parent);
-}
-
-static void stats_release(struct grace_node *node)
-{
-	struct tally_memcg *g = (struct tally_memcg *)
-		((char *)node - offsetof(struct tally_memcg, stats_node));
-
-	stats_group_finish(g->stats);
-	/* The group's own reference for this step (taken by destroy). */
-	memcg_put(g);
 }
 
 void memcg_put(struct tally_memcg *g)
@@ -222,8 +220,16 @@ int tally_memcg_tree_create(struct tally_memcg_tree **out,
 		free(t);
 		return -ENOMEM;
 	}
+	if (name_node_init(&t->root->node, NULL, "", 0) ||
+	    names_init(&t->names)) {
+		name_node_fini(&t->root->node);
+		free(t->root);
+		tally_stats_tree_destroy(t->stats);
+		tally_percpu_free(t->domain, t->stocks);
+		free(t);
+		return -ENOMEM;
+	}
 	t->root->stats = tally_stats_root(t->stats);
-	t->root->stats->owner = t->root;
 	t->all = t->root;
 	t->nr_groups = 1;
 	memcg_register_tree(t);
@@ -238,10 +244,16 @@ void tally_memcg_tree_destroy(struct tally_memcg_tree *t)
 	if (!t)
 		return;
 	memcg_unregister_tree(t);
-	/* Pending ends first: statistics groups, then groups. */
+	/*
+	 * Pending ends first; then the groups left, newest (so children)
+	 * first.  A destroyed one still held by a handle ends its detached
+	 * statistics group; the live ones' go with their tree.
+	 */
 	grace_flush_owner(t);
 	for (g = t->all; g; g = next) {
 		next = g->next_all;
+		if (g->dead)
+			stats_group_finish(g->stats);
 		group_free(t, g);
 	}
 	for (g = t->graveyard; g; g = next) {
@@ -249,6 +261,7 @@ void tally_memcg_tree_destroy(struct tally_memcg_tree *t)
 		free(g);
 	}
 	tally_stats_tree_destroy(t->stats);
+	names_fini(&t->names);
 	tally_percpu_free(t->domain, t->stocks);
 	free(t->cands);
 	free(t->cand_tasks);
@@ -269,9 +282,10 @@ int tally_memcg_create(struct tally_memcg *parent, const char *name,
 {
 	struct tally_memcg_tree *t;
 	struct tally_memcg *g;
+	size_t len;
 	int err;
 
-	if (!parent || !name)
+	if (!parent || !names_valid(name, TALLY_MEMCG_NAME_MAX))
 		return -EINVAL;
 	memcg_check_handle(parent);
 	t = parent->tree;
@@ -281,10 +295,22 @@ int tally_memcg_create(struct tally_memcg *parent, const char *name,
 	g = group_alloc(t, parent);
 	if (!g)
 		return -ENOMEM;
+	len = strlen(name);
+	if (name_node_init(&g->node, &parent->node, name, len)) {
+		group_free(t, g);
+		return -ENOMEM;
+	}
 	pthread_rwlock_wrlock(&t->structure);
-	err = __atomic_load_n(&parent->dead, __ATOMIC_RELAXED) ? -EINVAL :
-		stats_group_create_owned(parent->stats, name, g, &g->stats);
+	if (__atomic_load_n(&parent->dead, __ATOMIC_RELAXED))
+		err = -EINVAL;
+	else if (names_child(&t->names, &parent->node, name, len))
+		err = -EEXIST;
+	else
+		err = names_reserve(&t->names);
+	if (!err)
+		err = tally_stats_group_create(parent->stats, name, &g->stats);
 	if (!err) {
+		names_insert(&t->names, &g->node);
 		__atomic_add_fetch(&parent->refs, 1, __ATOMIC_RELAXED);
 		if (out)
 			__atomic_add_fetch(&g->refs, 1, __ATOMIC_RELAXED);
@@ -313,15 +339,15 @@ int tally_memcg_create(struct tally_memcg *parent, const char *name,
 int tally_memcg_find(struct tally_memcg_tree *t, const char *path,
 		     struct tally_memcg **out)
 {
-	struct tally_stats_group *sg;
+	struct name_node *n;
 	int err;
 
 	if (!t || !path || !out)
 		return -EINVAL;
 	pthread_rwlock_rdlock(&t->structure);
-	err = tally_stats_group_find(t->stats, path, &sg);
+	err = names_find(&t->names, &t->root->node, path, &n);
 	if (!err) {
-		struct tally_memcg *g = sg->owner;
+		struct tally_memcg *g = memcg_of(n);
 
 		if (g->parent)
 			__atomic_add_fetch(&g->refs, 1, __ATOMIC_RELAXED);
@@ -339,7 +365,7 @@ int tally_memcg_path(const struct tally_memcg *g, char *buf, size_t len)
 		return -EINVAL;
 	pthread_rwlock_rdlock(&g->tree->structure);
 	n = __atomic_load_n(&g->dead, __ATOMIC_RELAXED) ? -EINVAL :
-		tally_stats_group_path(g->stats, buf, len);
+		names_path(&g->node, buf, len);
 	pthread_rwlock_unlock(&g->tree->structure);
 	return n;
 }
@@ -376,6 +402,8 @@ int tally_memcg_destroy(struct tally_memcg *g)
 		err = -EINVAL;
 	else if (g->nr_children)
 		err = -EBUSY;
+	else	/* its name is free in the statistics tree from here on */
+		err = stats_group_detach(g->stats);
 	if (err)
 		goto out;
 
@@ -396,16 +424,15 @@ int tally_memcg_destroy(struct tally_memcg *g)
 							   0,
 							   __ATOMIC_SEQ_CST));
 	unlink_child(g);
+	names_remove(&t->names, &g->node);
 	for (struct tally_memcg *a = parent; a; a = a->parent)
 		__atomic_sub_fetch(&a->nr_descendants, 1, __ATOMIC_RELAXED);
 	/*
-	 * Its stats are in its ancestors' hierarchical values already; its
-	 * name is free now, its statistics group ends after a grace period
-	 * (updates redirected from destroyed children may be running).
+	 * Its name is free now.  Its stats are in its ancestors'
+	 * hierarchical values already; its statistics group, detached,
+	 * still takes the updates redirected from destroyed children that
+	 * are running, and ends with the group (group_release()).
 	 */
-	stats_group_detach(g->stats);
-	__atomic_add_fetch(&g->refs, 1, __ATOMIC_RELAXED); /* stats_release() */
-	grace_retire(&g->stats_node, stats_release, t);
 	t->nr_groups--;
 	t->nr_zombies++;
 out:

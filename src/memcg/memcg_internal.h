@@ -6,7 +6,8 @@
  * memcg_internal.h - what the files of the memory groups share.
  *
  *   memcg_group.c    tree and group lifetime: create, find, destroy,
- *                    references (get/put), freeing after a grace period
+ *                    references (get/put), freeing after a grace period;
+ *                    names and paths (names/names.h)
  *   memcg_counter.c  hierarchical page counters and events
  *   memcg_stock.c    per-CPU stocks, lock-free walks, drains
  *   memcg_charge.c   charge, uncharge, refusal, limits
@@ -14,6 +15,7 @@
  *   memcg_oom.c      OOM policies, kills, tasks
  *   memcg.c          names, fork, stock mode, reads, stats, events fd
  *   memcg_render.c   memory.stat / memory.events / limits as text or JSON
+ *   memcg_snapshot.c the exporter's rows (memcg_snapshot.h)
  *
  * Lock order: oom_lock (tasks, policies, the kill in progress), drain_lock
  * (drains, destroy), structure (create, destroy, find, attach).  No tally
@@ -24,6 +26,7 @@
 #include <tally/memcg.h>
 #include <tally/oom.h>
 
+#include "names/names.h"
 #include "runtime/grace.h"
 
 /* The CPU argument of the system domain's charges: the current one. */
@@ -97,14 +100,14 @@ struct tally_memcg {
 	int reclaim_setting;		/* a setter's turn */
 	struct memcg_oom oom;		/* under oom_lock */
 	struct tally_memcg_task *tasks;	/* under oom_lock + structure */
+	struct name_node node;		/* name, in the tree's table */
 	struct tally_memcg *first_child;
 	struct tally_memcg *next_sibling;
 	struct tally_memcg *next_all;	/* every group not yet freed */
 	struct tally_memcg *prev_all;
 	unsigned long nr_children;
 	unsigned long nr_descendants;	/* live, under structure */
-	struct grace_node stats_node;	/* its stats group's end */
-	struct grace_node free_node;	/* its own end */
+	struct grace_node free_node;	/* its end (and its stats group's) */
 };
 
 struct tally_memcg_tree {
@@ -118,6 +121,7 @@ struct tally_memcg_tree {
 	struct tally_stats_tree *stats;
 	struct tally_memcg *root;
 	struct tally_memcg *all;
+	struct name_table names;	/* live groups' names, under structure */
 	struct tally_memcg *graveyard;	/* debug builds: freed groups */
 
 	pthread_cond_t kill_done;	/* with oom_lock: a kill ended */
@@ -214,5 +218,12 @@ void memcg_wait_kill(struct tally_memcg_tree *t, struct tally_memcg *g);
 
 /* memcg_group.c */
 void memcg_put(struct tally_memcg *g);
+
+/* The group whose name node is @n. */
+static inline struct tally_memcg *memcg_of(struct name_node *n)
+{
+	return (struct tally_memcg *)((char *)n -
+				      offsetof(struct tally_memcg, node));
+}
 
 #endif /* TALLY_MEMCG_INTERNAL_H */

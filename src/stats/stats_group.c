@@ -4,10 +4,10 @@
  *
  * The structure (parent, children, names) changes under the tree's
  * topo_lock, written by create and destroy, read by find and the child
- * walk.  Children of a group are a doubly linked list (O(1) unlink); a
- * table of every group keyed by (parent, name) answers "which child has
- * this name" in O(1), so building a flat tree of n groups costs O(n), not
- * O(n^2).
+ * walk.  Children of a group are a doubly linked list (O(1) unlink); the
+ * names are a tree of named nodes (names/names.h) whose table of every
+ * group keyed by (parent, name) answers "which child has this name" in
+ * O(1), so building a flat tree of n groups costs O(n), not O(n^2).
  *
  * Invariant: a group is in the table and in its parent's child list from
  * the end of its creation to the start of its destruction; a group with
@@ -20,8 +20,7 @@
  * before and after.
  *
  * Costs: create O(depth) plus the per-CPU allocation; destroy one flush of
- * the group; find O(path length); path O(depth); the sorted walk
- * O(n log fanout) for n groups, under the lock for reading.
+ * the group; find O(path length); path O(depth).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -30,80 +29,16 @@
 
 #include "stats_internal.h"
 
-#define INITIAL_BUCKETS 64u
+struct each_group {
+	void (*fn)(struct tally_stats_group *g, void *arg);
+	void *arg;
+};
 
-/* FNV-1a over the name, mixed with the parent's address. */
-static size_t name_hash(const struct tally_stats_group *parent,
-			const char *name, size_t len)
+static void each_group(struct name_node *n, void *arg)
 {
-	uint64_t h = 0xcbf29ce484222325ull ^ (uintptr_t)parent;
+	struct each_group *e = arg;
 
-	for (size_t i = 0; i < len; i++) {
-		h ^= (unsigned char)name[i];
-		h *= 0x100000001b3ull;
-	}
-	return (size_t)(h ^ (h >> 29));
-}
-
-static struct tally_stats_group **bucket_of(struct tally_stats_tree *t,
-					    const struct tally_stats_group *p,
-					    const char *name, size_t len)
-{
-	return &t->buckets[name_hash(p, name, len) & (t->nr_buckets - 1)];
-}
-
-/* @p's child called @name (@len bytes); topo_lock held. */
-static struct tally_stats_group *find_child(struct tally_stats_group *p,
-					    const char *name, size_t len)
-{
-	struct tally_stats_group *c = *bucket_of(p->tree, p, name, len);
-
-	for (; c; c = c->hash_next)
-		if (c->parent == p && c->name_len == len &&
-		    !memcmp(c->name, name, len))
-			return c;
-	return NULL;
-}
-
-/* Double the table when it is full; topo_lock held for writing. */
-static int grow_table(struct tally_stats_tree *t)
-{
-	struct tally_stats_group **old = t->buckets;
-	size_t nr = t->nr_buckets;
-	struct tally_stats_group **buckets;
-
-	if (t->nr_hashed < nr)
-		return 0;
-	buckets = calloc(2 * nr, sizeof(*buckets));
-	if (!buckets)
-		return -ENOMEM;
-	t->buckets = buckets;
-	t->nr_buckets = 2 * nr;
-	for (size_t i = 0; i < nr; i++) {
-		struct tally_stats_group *g = old[i], *next;
-
-		for (; g; g = next) {
-			struct tally_stats_group **b =
-				bucket_of(t, g->parent, g->name, g->name_len);
-
-			next = g->hash_next;
-			g->hash_next = *b;
-			*b = g;
-		}
-	}
-	free(old);
-	return 0;
-}
-
-static void unhash(struct tally_stats_group *g)
-{
-	struct tally_stats_group **link =
-		bucket_of(g->tree, g->parent, g->name, g->name_len);
-
-	while (*link != g)
-		link = &(*link)->hash_next;
-	*link = g->hash_next;
-	g->tree->nr_hashed--;
+	e->fn(stats_group_of(n), e->arg);
 }
 
 void stats_for_each_group(struct tally_stats_tree *t,
@@ -111,10 +46,7 @@ void stats_for_each_group(struct tally_stats_tree *t,
 			  void *arg)
 {
 	fn(t->root, arg);
-	for (size_t i = 0; i < t->nr_buckets; i++)
-		for (struct tally_stats_group *g = t->buckets[i]; g;
-		     g = g->hash_next)
-			fn(g, arg);
+	names_for_each(&t->group_names, each_group, &(struct each_group){ fn, arg });
 }
 
 /*
@@ -135,35 +67,19 @@ static void init_topo_lock(struct tally_stats_tree *t)
 int stats_groups_init(struct tally_stats_tree *t)
 {
 	init_topo_lock(t);
-	t->buckets = calloc(INITIAL_BUCKETS, sizeof(*t->buckets));
-	if (!t->buckets)
-		return -ENOMEM;
-	t->nr_buckets = INITIAL_BUCKETS;
-	return 0;
+	return names_init(&t->group_names);
+}
+
+static void free_named(struct name_node *n, void *arg)
+{
+	(void)arg;
+	stats_group_free(stats_group_of(n));
 }
 
 void stats_groups_fini(struct tally_stats_tree *t)
 {
-	/* Collect first: freeing a group ends its walk through the table. */
-	if (t->buckets) {
-		struct tally_stats_group *dead = NULL;
-
-		for (size_t i = 0; i < t->nr_buckets; i++) {
-			struct tally_stats_group *g = t->buckets[i], *next;
-
-			for (; g; g = next) {
-				next = g->hash_next;
-				g->hash_next = dead;
-				dead = g;
-			}
-		}
-		while (dead) {
-			struct tally_stats_group *next = dead->hash_next;
-
-			stats_group_free(dead);
-			dead = next;
-		}
-	}
+	if (t->group_names.buckets)
+		names_for_each(&t->group_names, free_named, NULL);
 	if (t->root)
 		stats_group_free(t->root);
 	t->root = NULL;
@@ -173,19 +89,8 @@ void stats_groups_fini(struct tally_stats_tree *t)
 		stats_group_free(g);
 	}
 #endif
-	free(t->buckets);
-	t->buckets = NULL;
+	names_fini(&t->group_names);
 	pthread_rwlock_destroy(&t->topo_lock);
-}
-
-static bool valid_name(const char *name)
-{
-	size_t n;
-
-	if (!name)
-		return false;
-	n = strnlen(name, TALLY_STATS_NAME_MAX + 1);
-	return n >= 1 && n <= TALLY_STATS_NAME_MAX && !memchr(name, '/', n);
 }
 
 void stats_group_free(struct tally_stats_group *g)
@@ -197,7 +102,7 @@ void stats_group_free(struct tally_stats_group *g)
 	pthread_cond_destroy(&g->share.cond);
 	free(g->chain_offs);
 	free(g->local);
-	free(g->name);
+	name_node_fini(&g->node);
 	free(g);
 }
 
@@ -258,8 +163,6 @@ struct tally_stats_group *stats_group_new(struct tally_stats_tree *t,
 	g->hcache = t->hcache;
 	g->hint_cap = t->threshold + 1;
 	g->simulated = t->simulated;
-	g->name = strndup(name, len);
-	g->name_len = len;
 	g->local = calloc(3 * n, sizeof(long));
 	g->pcpu = tally_percpu_alloc(t->domain,
 				     sizeof(struct stats_pcpu) + n * sizeof(long),
@@ -269,7 +172,9 @@ struct tally_stats_group *stats_group_new(struct tally_stats_tree *t,
 					      n * sizeof(long),
 				      8);
 	pthread_cond_init(&g->share.cond, NULL);
-	if (!g->chain_offs || !g->name || !g->local || !g->pcpu || !g->fpcpu) {
+	if (name_node_init(&g->node, parent ? &parent->node : NULL, name,
+			   len) ||
+	    !g->chain_offs || !g->local || !g->pcpu || !g->fpcpu) {
 		stats_group_free(g);
 		return NULL;
 	}
@@ -283,46 +188,34 @@ struct tally_stats_group *stats_group_new(struct tally_stats_tree *t,
 int tally_stats_group_create(struct tally_stats_group *parent,
 			     const char *name, struct tally_stats_group **out)
 {
-	return stats_group_create_owned(parent, name, NULL, out);
-}
-
-int stats_group_create_owned(struct tally_stats_group *parent,
-			     const char *name, void *owner,
-			     struct tally_stats_group **out)
-{
 	struct tally_stats_tree *t;
 	struct tally_stats_group *g = NULL;
 	size_t len;
 	int err = 0;
 
-	if (!parent || !valid_name(name))
+	if (!parent || !names_valid(name, TALLY_STATS_NAME_MAX))
 		return -EINVAL;
 	t = parent->tree;
 	len = strlen(name);
 	pthread_rwlock_wrlock(&t->topo_lock);
 	if (parent->dying || parent->magic != STATS_GROUP_MAGIC)
 		err = -EINVAL;
-	else if (find_child(parent, name, len))
+	else if (names_child(&t->group_names, &parent->node, name, len))
 		err = -EEXIST;
 	else
-		err = grow_table(t);
+		err = names_reserve(&t->group_names);
 	if (!err) {
 		g = stats_group_new(t, parent, name, len);
 		if (!g)
 			err = -ENOMEM;
 	}
 	if (!err) {
-		struct tally_stats_group **b = bucket_of(t, parent, name, len);
-
-		g->owner = owner;
 		g->next_sibling = parent->first_child;
 		if (parent->first_child)
 			parent->first_child->prev_sibling = g;
 		/* Loaded without the lock by stats_group_clean(). */
 		__atomic_store_n(&parent->first_child, g, __ATOMIC_RELEASE);
-		g->hash_next = *b;
-		*b = g;
-		t->nr_hashed++;
+		names_insert(&t->group_names, &g->node);
 		stats_count_info(&t->info.groups, 1);
 	}
 	pthread_rwlock_unlock(&t->topo_lock);
@@ -351,7 +244,7 @@ int stats_group_detach(struct tally_stats_group *g)
 				 __ATOMIC_RELEASE);
 	if (g->next_sibling)
 		g->next_sibling->prev_sibling = g->prev_sibling;
-	unhash(g);
+	names_remove(&t->group_names, &g->node);
 	stats_count_info(&t->info.groups, (uint64_t)-1);
 	pthread_rwlock_unlock(&t->topo_lock);
 	return 0;
@@ -393,32 +286,16 @@ int tally_stats_group_destroy(struct tally_stats_group *g)
 int tally_stats_group_find(struct tally_stats_tree *t, const char *path,
 			   struct tally_stats_group **out)
 {
-	struct tally_stats_group *g;
-	int err = 0;
+	struct name_node *n;
+	int err;
 
 	if (!t || !path || !out)
 		return -EINVAL;
-	/*
-	 * "/a", "a/" and "a//b" have an empty component: an error even when
-	 * an earlier name is missing, so checked before the walk.
-	 */
-	if (*path && (path[0] == '/' || path[strlen(path) - 1] == '/' ||
-		      strstr(path, "//")))
-		return -EINVAL;
 	pthread_rwlock_rdlock(&t->topo_lock);
-	g = t->root;
-	while (*path && !err) {
-		const char *end = strchr(path, '/');
-		size_t len = end ? (size_t)(end - path) : strlen(path);
-
-		g = find_child(g, path, len);
-		if (!g)
-			err = -ENOENT;
-		path += len + (end ? 1 : 0);
-	}
+	err = names_find(&t->group_names, &t->root->node, path, &n);
 	pthread_rwlock_unlock(&t->topo_lock);
 	if (!err)
-		*out = g;
+		*out = stats_group_of(n);
 	return err;
 }
 
@@ -434,65 +311,14 @@ int tally_stats_group_for_each_child(struct tally_stats_group *g,
 	pthread_rwlock_rdlock(&g->tree->topo_lock);
 	for (struct tally_stats_group *c = g->first_child; c && !ret;
 	     c = c->next_sibling)
-		ret = fn(c, c->name, arg);
+		ret = fn(c, c->node.name, arg);
 	pthread_rwlock_unlock(&g->tree->topo_lock);
-	return ret;
-}
-
-/* Descending by name: the stack pops siblings in ascending order. */
-static int name_desc(const void *a, const void *b)
-{
-	const struct stats_walk_entry *x = a, *y = b;
-	size_t n = x->g->name_len < y->g->name_len ? x->g->name_len
-						    : y->g->name_len;
-	int c = memcmp(y->g->name, x->g->name, n);
-
-	if (c)
-		return c;
-	return (y->g->name_len > x->g->name_len) -
-	       (y->g->name_len < x->g->name_len);
-}
-
-/*
- * One read-locked pass: every group is pushed once, so the stack never
- * holds more than the groups alive (nr_hashed + the root), which no
- * create can change while the lock is held.
- */
-int stats_walk_sorted(struct tally_stats_tree *t,
-		      int (*fn)(struct tally_stats_group *g,
-				unsigned int depth, void *arg),
-		      void *arg)
-{
-	struct stats_walk_entry *stack;
-	size_t top = 0;
-	int ret = 0;
-
-	pthread_rwlock_rdlock(&t->topo_lock);
-	stack = malloc((t->nr_hashed + 1) * sizeof(*stack));
-	if (!stack) {
-		pthread_rwlock_unlock(&t->topo_lock);
-		return -ENOMEM;
-	}
-	stack[top++] = (struct stats_walk_entry){ t->root, 0 };
-	while (top && !ret) {
-		struct stats_walk_entry e = stack[--top];
-		size_t base = top;
-
-		ret = fn(e.g, e.depth, arg);
-		for (struct tally_stats_group *c = e.g->first_child; c;
-		     c = c->next_sibling)
-			stack[top++] = (struct stats_walk_entry){ c,
-								  e.depth + 1 };
-		qsort(stack + base, top - base, sizeof(*stack), name_desc);
-	}
-	pthread_rwlock_unlock(&t->topo_lock);
-	free(stack);
 	return ret;
 }
 
 const char *tally_stats_group_name(const struct tally_stats_group *g)
 {
-	return g ? g->name : NULL;
+	return g ? g->node.name : NULL;
 }
 
 struct tally_stats_group *
@@ -504,23 +330,9 @@ tally_stats_group_parent(const struct tally_stats_group *g)
 int tally_stats_group_path(const struct tally_stats_group *g, char *buf,
 			   size_t len)
 {
-	size_t need = 0, pos;
-
 	if (!g || (!buf && len))
 		return -EINVAL;
-	for (const struct tally_stats_group *a = g; a->parent; a = a->parent)
-		need += a->name_len + (a->parent->parent ? 1 : 0);
-	if (need >= len)
-		return -ENOSPC;
-	buf[need] = '\0';
-	pos = need;
-	for (const struct tally_stats_group *a = g; a->parent; a = a->parent) {
-		pos -= a->name_len;
-		memcpy(buf + pos, a->name, a->name_len);
-		if (a->parent->parent)
-			buf[--pos] = '/';
-	}
-	return (int)need;
+	return names_path(&g->node, buf, len);
 }
 
 /* --- fork --------------------------------------------------------------- */

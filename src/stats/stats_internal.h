@@ -16,6 +16,7 @@
  *   stats_periodic.c  the periodic flusher                        periodic_lock
  *   stats_fork.c      fork(): every lock, in the order above      trees_lock
  *   stats_tree.c      trees, schemas, info
+ *   stats_snapshot.c  the exporter's rows (stats_snapshot.h)
  *
  * A tree's design (struct stats_design_ops, stats_design.h) decides
  * which flush a read needs and how readers share it: the TALLY design
@@ -36,8 +37,10 @@
 
 #include <tally/percpu.h>
 #include <tally/stats.h>
+#include "names/names.h"
 #include "runtime/domain_internal.h"
 #include "stats_design.h"
+#include "stats_owner.h"
 
 #define STATS_CACHELINE 64
 #define STATS_GROUP_MAGIC 0x7a11c0de5ca1ab1eul
@@ -137,12 +140,9 @@ struct tally_stats_group {
 	struct tally_stats_group *parent __attribute__((aligned(STATS_CACHELINE)));
 	struct tally_stats_group *first_child;
 	struct tally_stats_group *next_sibling, *prev_sibling;
-	struct tally_stats_group *hash_next;	/* child-name table */
-	char *name;
-	size_t name_len;
+	struct name_node node;		/* name, in the tree's table */
 	unsigned long magic;
 	bool dying;
-	void *owner;			/* the memory group it serves */
 
 	/* Flush sharing (TALLY design), under coord_lock. */
 	struct stats_share share __attribute__((aligned(STATS_CACHELINE)));
@@ -188,9 +188,7 @@ struct tally_stats_tree {
 
 	/* stats_group.c: structure and the child-name table. */
 	pthread_rwlock_t topo_lock __attribute__((aligned(STATS_CACHELINE)));
-	struct tally_stats_group **buckets;
-	size_t nr_buckets;		/* a power of two */
-	size_t nr_hashed;
+	struct name_table group_names;	/* the groups' (names/names.h) */
 
 	/* stats_flush.c */
 	pthread_mutex_t flush_lock __attribute__((aligned(STATS_CACHELINE)));
@@ -354,41 +352,12 @@ void stats_group_fork_prepare(struct tally_stats_tree *t);
 void stats_group_fork_parent(struct tally_stats_tree *t);
 void stats_group_fork_child(struct tally_stats_tree *t);
 
-/* A group met by stats_walk_sorted(), with its depth (the root's is 0). */
-struct stats_walk_entry {
-	struct tally_stats_group *g;
-	unsigned int depth;
-};
-
-/*
- * Visit every group of @t depth-first, a parent before its children,
- * siblings in byte order of their names (a name before its extensions),
- * with topo_lock held for reading: no group is created or destroyed
- * meanwhile.  @fn must not take topo_lock (no create, destroy, find or
- * child walk); its non-zero return stops the walk and is returned.
- * Returns 0, @fn's value, or -ENOMEM (the walk's stack).
- */
-/*
- * tally_stats_group_create() for a memory group: @owner is set before
- * the group can be found or walked.
- */
-/*
- * tally_stats_group_destroy() in two steps, for memory groups, whose
- * destroyed groups may still be updated until a grace period ends: detach
- * unlinks and unhashes the group (its name is free again, walks no longer
- * see it) and it still takes updates; finish flushes and frees it.
- */
-int stats_group_detach(struct tally_stats_group *g);
-void stats_group_finish(struct tally_stats_group *g);
-
-int stats_group_create_owned(struct tally_stats_group *parent,
-			     const char *name, void *owner,
-			     struct tally_stats_group **out);
-
-int stats_walk_sorted(struct tally_stats_tree *t,
-		      int (*fn)(struct tally_stats_group *g,
-				unsigned int depth, void *arg),
-		      void *arg);
+/* The group whose name node is @n. */
+static inline struct tally_stats_group *stats_group_of(struct name_node *n)
+{
+	return (struct tally_stats_group *)((char *)n -
+		offsetof(struct tally_stats_group, node));
+}
 
 /* --- stats_periodic.c --------------------------------------------------- */
 

@@ -51,7 +51,7 @@ static int check_labels(const struct tally_export_options *o)
 		/* instance and job are the target's labels, set by
 		 * Prometheus at scrape time: one in the exposition would be
 		 * renamed exported_instance or exported_job. */
-		if (!valid_identifier(name, TALLY_EXPORT_PREFIX_MAX) ||
+		if (!export_valid_identifier(name, TALLY_EXPORT_PREFIX_MAX) ||
 		    !o->labels[i].value || !strcmp(name, "group") ||
 		    !strcmp(name, "instance") || !strcmp(name, "job") ||
 		    (o->pid && !strcmp(name, "pid")))
@@ -82,7 +82,7 @@ int tally_exporter_create(struct tally_exporter **out,
 		buf_mem(&labels, ",", 1);
 		buf_str(&labels, o->labels[i].name);
 		buf_mem(&labels, "=\"", 2);
-		buf_escaped(&labels, o->labels[i].value,
+		export_buf_escaped(&labels, o->labels[i].value,
 			    strlen(o->labels[i].value), true);
 		buf_mem(&labels, "\"", 1);
 	}
@@ -105,7 +105,7 @@ void tally_exporter_destroy(struct tally_exporter *e)
 	if (!e)
 		return;
 	for (unsigned int i = 0; i < e->nr_sources; i++)
-		free_families(e->sources[i].families,
+		export_free_families(e->sources[i].families,
 			      e->sources[i].nr_families);
 	free(e->sources);
 	for (size_t i = 0; i < e->nr_names; i++)
@@ -137,10 +137,10 @@ static int add_source(struct tally_exporter *e, int err, struct family *fams,
 		err = -ENOMEM;
 	if (!err) {
 		e->sources = sources;
-		err = claim_names(e, fams, src->nr_families);
+		err = export_claim_names(e, fams, src->nr_families);
 	}
 	if (err) {
-		free_families(fams, built);
+		export_free_families(fams, built);
 		return err;
 	}
 	e->sources[e->nr_sources++] = *src;
@@ -151,11 +151,11 @@ static int check_stats_options(const struct tally_stats_tree *t,
 			       const struct tally_export_stats_options *o,
 			       const char *prefix)
 {
-	if (!valid_identifier(prefix, TALLY_EXPORT_PREFIX_MAX) ||
+	if (!export_valid_identifier(prefix, TALLY_EXPORT_PREFIX_MAX) ||
 	    (o->mode != TALLY_FLUSH_IF_NEEDED && o->mode != TALLY_FLUSH_FORCE))
 		return -EINVAL;
 	for (unsigned int i = 0; o->units && i < tally_stats_nr_stats(t); i++)
-		if (o->units[i] && !valid_unit(o->units[i]))
+		if (o->units[i] && !export_valid_unit(o->units[i]))
 			return -EINVAL;
 	return 0;
 }
@@ -184,16 +184,16 @@ int tally_exporter_add_stats(struct tally_exporter *e,
 	for (unsigned int i = 0; !err && i < nr_stats; i++) {
 		const char *unit = o->units ? o->units[i] : NULL;
 
-		err = build_family(&fams[built], prefix,
+		err = export_build_family(&fams[built], prefix,
 				   FAMILY_HIER, i, t, unit);
 		built += !err;
 		if (!err)
-			err = build_family(&fams[built], prefix,
+			err = export_build_family(&fams[built], prefix,
 					   FAMILY_LOCAL, i, t, unit);
 		built += !err;
 	}
 	if (!err)
-		err = build_family(&fams[built], prefix,
+		err = export_build_family(&fams[built], prefix,
 				   FAMILY_ACCURACY, nr_stats, t, NULL);
 	built += !err;
 	return add_source(e, err, fams, built, &(struct source){
@@ -218,13 +218,13 @@ int tally_exporter_add_memcg(struct tally_exporter *e,
 	struct family *fams;
 	int err = 0;
 
-	if (!e || !t || !valid_identifier(prefix, TALLY_EXPORT_PREFIX_MAX))
+	if (!e || !t || !export_valid_identifier(prefix, TALLY_EXPORT_PREFIX_MAX))
 		return -EINVAL;
 	fams = calloc(MEMCG_NR_COLS, sizeof(*fams));
 	if (!fams)
 		return -ENOMEM;
 	for (unsigned int col = 0; !err && col < MEMCG_NR_COLS; col++) {
-		err = build_memcg_family(&fams[built], prefix, col);
+		err = export_build_memcg_family(&fams[built], prefix, col);
 		built += !err;
 	}
 	return add_source(e, err, fams, built, &(struct source){
@@ -246,7 +246,7 @@ long tally_export_buffer_as(struct tally_exporter *e,
 	if (!e || (!buf && len) || (format != TALLY_EXPORT_PROMETHEUS &&
 				    format != TALLY_EXPORT_OPENMETRICS))
 		return -EINVAL;
-	err = render_reset(e, format);
+	err = export_render_reset(e, format);
 	if (err) {
 		if (len)
 			buf[0] = '\0';
@@ -275,7 +275,7 @@ int tally_export_file(struct tally_exporter *e, FILE *f)
 
 	if (!e || !f)
 		return -EINVAL;
-	err = render_reset(e, e->format);
+	err = export_render_reset(e, e->format);
 	if (err)
 		return err;
 	if ((e->out.len && fwrite(e->out.p, 1, e->out.len, f) != e->out.len) ||
@@ -329,7 +329,7 @@ int tally_export_textfile(struct tally_exporter *e, const char *path)
 	/* Only a regular file is replaced: never a device, FIFO or socket. */
 	if (!lstat(path, &st) && !S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode))
 		return -EEXIST;
-	err = render_reset(e, e->format);
+	err = export_render_reset(e, e->format);
 	if (err)
 		return err;
 	slash = strrchr(path, '/');

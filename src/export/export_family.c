@@ -17,7 +17,7 @@
 #include "stats/stats_snapshot.h"
 #include "memcg/memcg_snapshot.h"
 
-void free_families(struct family *f, unsigned int nr)
+void export_free_families(struct family *f, unsigned int nr)
 {
 	for (unsigned int i = 0; f && i < nr; i++) {
 		free(f[i].sample);
@@ -54,15 +54,15 @@ static void family_name(struct buf *b, const char *prefix,
 	if (b->failed)
 		return;
 	for (size_t i = start; i < b->len; i++)
-		if (!is_name_char(b->p[i], false))
+		if (!export_is_name_char(b->p[i], false))
 			b->p[i] = '_';
-	if (event && ends_with(b->p, b->len, "_total"))
+	if (event && export_ends_with(b->p, b->len, "_total"))
 		b->len -= strlen("_total");
 	if (unit && *unit) {
 		char suffix[TALLY_EXPORT_PREFIX_MAX + 2] = "_";
 
 		strcat(suffix, unit);
-		if (!ends_with(b->p, b->len, suffix))
+		if (!export_ends_with(b->p, b->len, suffix))
 			buf_str(b, suffix);
 	}
 }
@@ -95,7 +95,7 @@ static void family_meta(struct buf *b, enum tally_export_format format,
 		buf_str(b, "_total");
 	buf_mem(b, " ", 1);
 	buf_str(b, help_head);
-	buf_escaped(b, stat, strlen(stat), om);
+	export_buf_escaped(b, stat, strlen(stat), om);
 	buf_str(b, help_tail);
 	buf_mem(b, "\n", 1);
 	if (!om) {
@@ -113,7 +113,7 @@ static int finish_family(struct family *f, struct buf *name_buf,
 			 const char *unit, const char *help_head,
 			 const char *subject, const char *help_tail);
 
-int build_family(struct family *f, const char *prefix, enum family_kind kind,
+int export_build_family(struct family *f, const char *prefix, enum family_kind kind,
 		 unsigned int stat, const struct tally_stats_tree *t,
 		 const char *unit)
 {
@@ -187,7 +187,7 @@ static int cmp_names(const void *a, const void *b)
  * Add the names @nr families claim to the exporter's set: -EEXIST, the
  * set unchanged, when one is claimed already (or twice among them).
  */
-int claim_names(struct tally_exporter *e, const struct family *f,
+int export_claim_names(struct tally_exporter *e, const struct family *f,
 		unsigned int nr)
 {
 	static const char *const counter_suffixes[] = { "", "_total",
@@ -204,10 +204,10 @@ int claim_names(struct tally_exporter *e, const struct family *f,
 		/* Prometheus keeps these suffixes for counters, histograms
 		 * and summaries: a gauge named so fails its checkers. */
 		if (!f[i].counter &&
-		    (ends_with(f[i].sample, f[i].sample_len, "_total") ||
-		     ends_with(f[i].sample, f[i].sample_len, "_count") ||
-		     ends_with(f[i].sample, f[i].sample_len, "_sum") ||
-		     ends_with(f[i].sample, f[i].sample_len, "_bucket"))) {
+		    (export_ends_with(f[i].sample, f[i].sample_len, "_total") ||
+		     export_ends_with(f[i].sample, f[i].sample_len, "_count") ||
+		     export_ends_with(f[i].sample, f[i].sample_len, "_sum") ||
+		     export_ends_with(f[i].sample, f[i].sample_len, "_bucket"))) {
 			err = -EINVAL;
 			break;
 		}
@@ -270,7 +270,7 @@ static const struct memcg_family {
 		"memory.max: hard limit (+Inf: none)." },
 };
 
-int build_memcg_family(struct family *f, const char *prefix,
+int export_build_memcg_family(struct family *f, const char *prefix,
 		       unsigned int col)
 {
 	struct buf name = { 0 };

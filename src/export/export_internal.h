@@ -165,23 +165,23 @@ static inline size_t fmt_value(char *p, long v, bool is_unsigned)
 
 /* --- export_text.c ------------------------------------------------------ */
 
-void buf_escaped(struct buf *b, const char *s, size_t n, bool quote);
-bool is_name_char(char c, bool first);
-bool valid_identifier(const char *s, size_t max);
-bool valid_unit(const char *u);
-bool ends_with(const char *s, size_t n, const char *suffix);
+void export_buf_escaped(struct buf *b, const char *s, size_t n, bool quote);
+bool export_is_name_char(char c, bool first);
+bool export_valid_identifier(const char *s, size_t max);
+bool export_valid_unit(const char *u);
+bool export_ends_with(const char *s, size_t n, const char *suffix);
 
 /* --- export_family.c ---------------------------------------------------- */
 
-void free_families(struct family *f, unsigned int nr);
+void export_free_families(struct family *f, unsigned int nr);
 /* The family of @kind for stat @stat of @t (the bound for ACCURACY). */
-int build_family(struct family *f, const char *prefix, enum family_kind kind,
+int export_build_family(struct family *f, const char *prefix, enum family_kind kind,
 		 unsigned int stat, const struct tally_stats_tree *t,
 		 const char *unit);
 /* The family of column @col (MEMCG_COL_*) of a memory tree. */
-int build_memcg_family(struct family *f, const char *prefix,
+int export_build_memcg_family(struct family *f, const char *prefix,
 		       unsigned int col);
-int claim_names(struct tally_exporter *e, const struct family *f,
+int export_claim_names(struct tally_exporter *e, const struct family *f,
 		unsigned int nr);
 
 /* --- export_render.c ---------------------------------------------------- */
@@ -190,6 +190,6 @@ int claim_names(struct tally_exporter *e, const struct family *f,
  * Render every source into e->out in @format; after a failed growth the
  * buffers are usable again, empty.
  */
-int render_reset(struct tally_exporter *e, enum tally_export_format format);
+int export_render_reset(struct tally_exporter *e, enum tally_export_format format);
 
 #endif /* TALLY_EXPORT_INTERNAL_H */

@@ -74,7 +74,7 @@ static long *add_row(void *arg, const char *name, size_t len,
 			return NULL;
 		buf_mem(&e->paths, e->paths.p + up->path_off, up->path_len);
 		buf_mem(&e->paths, "/", 1);
-		buf_escaped(&e->paths, name, len, true);
+		export_buf_escaped(&e->paths, name, len, true);
 	}
 	row->path_len = e->paths.len - row->path_off;
 	e->depth_row[depth] = r;
@@ -193,7 +193,7 @@ static int render(struct tally_exporter *e, enum tally_export_format format)
 }
 
 /* After a failed growth the buffers are usable again, empty. */
-int render_reset(struct tally_exporter *e,
+int export_render_reset(struct tally_exporter *e,
 			enum tally_export_format format)
 {
 	int err = render(e, format);

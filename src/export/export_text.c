@@ -56,7 +56,7 @@ static size_t utf8_valid(const unsigned char *s, size_t n)
  * and the byte's two hex digits, a U+FFFD of @s becomes U+FFFD and '~':
  * the text decodes back to @s, so distinct names never give one label.
  */
-void buf_escaped(struct buf *b, const char *s, size_t n, bool quote)
+void export_buf_escaped(struct buf *b, const char *s, size_t n, bool quote)
 {
 	static const char hex[] = "0123456789ABCDEF";
 	const unsigned char *u = (const unsigned char *)s;
@@ -101,14 +101,14 @@ void buf_escaped(struct buf *b, const char *s, size_t n, bool quote)
 }
 
 
-bool is_name_char(char c, bool first)
+bool export_is_name_char(char c, bool first)
 {
 	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' ||
 	       (!first && c >= '0' && c <= '9');
 }
 
 /* [a-zA-Z_][a-zA-Z0-9_]*, not "__..." (reserved by Prometheus). */
-bool valid_identifier(const char *s, size_t max)
+bool export_valid_identifier(const char *s, size_t max)
 {
 	size_t n;
 
@@ -118,12 +118,12 @@ bool valid_identifier(const char *s, size_t max)
 	if (n == 0 || n > max || (s[0] == '_' && s[1] == '_'))
 		return false;
 	for (size_t i = 0; i < n; i++)
-		if (!is_name_char(s[i], i == 0))
+		if (!export_is_name_char(s[i], i == 0))
 			return false;
 	return true;
 }
 
-bool valid_unit(const char *u)
+bool export_valid_unit(const char *u)
 {
 	if (!u)
 		return false;
@@ -134,7 +134,7 @@ bool valid_unit(const char *u)
 	return strlen(u) <= TALLY_EXPORT_PREFIX_MAX;
 }
 
-bool ends_with(const char *s, size_t n, const char *suffix)
+bool export_ends_with(const char *s, size_t n, const char *suffix)
 {
 	size_t k = strlen(suffix);
 

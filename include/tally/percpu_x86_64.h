@@ -67,27 +67,6 @@ static inline unsigned char *tally_rseq_area_(void)
 	return TALLY_RSEQ_AREA_(tally_rseq_area_offset);
 }
 
-/*
- * The operands of the area, rseq_cs and cpu_id: addressed from %fs where
- * the compiler has named address spaces (no register for the area's
- * address), else from the thread pointer.
- */
-#ifdef __SEG_FS
-#define TALLY_RSEQ_AREA_OPERANDS_(off)					\
-	[rseq_off] "r" (off),						\
-	[rseq_cs] "m" (*(__seg_fs uint64_t *)((off) +			\
-					       TALLY_RSEQ_CS_OFFSET)),	\
-	[cpu_id] "m" (*(__seg_fs uint32_t *)((off) +			\
-					      TALLY_RSEQ_CPU_ID_OFFSET))
-#else
-#define TALLY_RSEQ_AREA_OPERANDS_(off)					\
-	[rseq_off] "r" (off),						\
-	[rseq_cs] "m" (*(uint64_t *)(TALLY_RSEQ_AREA_(off) +		\
-				     TALLY_RSEQ_CS_OFFSET)),		\
-	[cpu_id] "m" (*(uint32_t *)(TALLY_RSEQ_AREA_(off) +		\
-				    TALLY_RSEQ_CPU_ID_OFFSET))
-#endif
-
 #ifdef TALLY_INJECT
 /*
  * Test builds: a delay of tally_inject_rseq_delay iterations at each
@@ -132,7 +111,10 @@ extern unsigned long tally_inject_rseq_aborts
  *     jumps to the template's C label, which counts the abort and runs
  *     the statement again;
  *   - a zero area offset (tally not set up yet) goes to @unreg;
- *   - the descriptor's address stored into rseq->rseq_cs arms it;
+ *   - the descriptor's address stored into rseq->rseq_cs arms it (the
+ *     area is addressed from %fs, the thread pointer's segment, with its
+ *     offset in a register: no register for the area's address; the
+ *     "memory" clobber orders the accesses);
  *   - from label 1: cpu_id into %eax (so %rax: the CPU number); negative,
  *     the thread has no registration: to @unreg;
  *   - an injection point.
@@ -153,9 +135,11 @@ extern unsigned long tally_inject_rseq_aborts
 	"testq %[rseq_off], %[rseq_off]\n\t"				\
 	"jz %l[" unreg "]\n\t"						\
 	"leaq 3b(%%rip), %%rax\n\t"					\
-	"movq %%rax, %[rseq_cs]\n\t"					\
+	"movq %%rax, %%fs:" TALLY_RSEQ_XSTR_(TALLY_RSEQ_CS_OFFSET)	\
+		"(%[rseq_off])\n\t"					\
 	"1:\n\t"							\
-	"movl %[cpu_id], %%eax\n\t"					\
+	"movl %%fs:" TALLY_RSEQ_XSTR_(TALLY_RSEQ_CPU_ID_OFFSET)	\
+		"(%[rseq_off]), %%eax\n\t"				\
 	"testl %%eax, %%eax\n\t"					\
 	"js %l[" unreg "]\n\t"						\
 	TALLY_RSEQ_INJECT_
@@ -176,7 +160,7 @@ extern unsigned long tally_inject_rseq_aborts
  *	that must not be redone; stores before it are redone on a restart).
  * @outputs: parenthesized list of output operands, possibly empty.
  * @inputs: parenthesized list of input operands, not empty; [shift] (the
- *	per-CPU unit's shift) and the area's operands are added.
+ *	per-CPU unit's shift) and [rseq_off] (the area's offset) are added.
  * @clobbers: parenthesized list of the registers the body and commit
  *	use, not empty ("rax" unless an output is bound to it); "memory" and
  *	"cc" are added.  Never "rcx": the injection points use it.
@@ -204,7 +188,7 @@ extern unsigned long tally_inject_rseq_aborts
 			commit "\n\t"					\
 			"2:\n\t"					\
 			: TALLY_RSEQ_LIST_ outputs			\
-			: TALLY_RSEQ_AREA_OPERANDS_(tally_rseq_off_)	\
+			: [rseq_off] "r" (tally_rseq_off_)		\
 			  TALLY_RSEQ_INJECT_OPERAND_,			\
 			  [shift] "i" (TALLY_PERCPU_UNIT_SHIFT),	\
 			  TALLY_RSEQ_LIST_ inputs			\
@@ -345,7 +329,7 @@ static inline unsigned long tally_percpu_add_hints(long *base,
 				"decq %[left]\n\t"
 				"jnz 5b\n\t"
 				"6:\n\t",
-				(, [left] "=&r" (left)), (, [nr] "r" (nr)));
+				(, [left] "=&r" (left)), (, [nr] "rm" (nr)));
 		break;
 	}
 	*cpu = (unsigned int)c;

@@ -22,9 +22,11 @@
  * memcpy, ...) while its asm template is declared internal to its
  * headers, and tally's sequences (a list of hints ORed together, a keyed
  * slot search, the statistics tree's hint cache) are not in that set;
- * and the public inline operations of this header would make every user
- * compile against, and link, librseq.  The template here is small and
- * follows the same ABI (the signature and descriptor are librseq's).
+ * its headers have moved between versions (rseq/rseq-x86.h became
+ * rseq/arch/x86.h); and the public inline operations of this header
+ * would make every user compile against, and link, librseq.  The
+ * template here is small and follows the same ABI (the signature and
+ * descriptor are librseq's).
  */
 
 #ifndef TALLY_PERCPU_H

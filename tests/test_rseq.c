@@ -2,8 +2,9 @@
 /*
  * test_rseq.c - the rseq update paths at their edges: a thread whose own
  * registration fails (the process must die rather than mix rseq and
- * atomic updates), updates made before tally's constructor ran, and the
- * hint sequence for every hint count against an oracle.
+ * atomic updates), updates made before tally's constructor ran, the
+ * hint sequence for every hint count against an oracle, and every
+ * sequence aborted at its injection points and restarted exactly.
  *
  * Tests that need a fresh process or a given rseq mode run a copy of this
  * binary (harness_rerun()); the ones that need hooks exist only in builds
@@ -11,10 +12,12 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -166,28 +169,91 @@ TEST(failed_own_registration_aborts_instead_of_mixing_modes)
 
 #ifdef TALLY_INJECT
 
-/* The sequences the restart test runs; kinds 3.. are hints of nr 0..10. */
+/*
+ * The sequences the restart test runs: every operation of
+ * tally/percpu_x86_64.h and the statistics tree's update (its hint-cache
+ * sequences); the last kinds are hints of nr 0..10.
+ */
 enum {
-	SEQ_ADD, SEQ_ADD_RETURN, SEQ_XCHG, SEQ_HINTS,
+	SEQ_ADD, SEQ_ADD_RETURN, SEQ_XCHG,
+	SEQ_SLOT_INSTALL, SEQ_SLOT_GIVE, SEQ_SLOT_TAKE, SEQ_SLOT_EVICT,
+	SEQ_STATS_MOD, SEQ_HINTS,
 	NR_KINDS = SEQ_HINTS + HINT_SLOTS
 };
 
+/* A keyed slot, as the slot sequences see each CPU's copy. */
+struct key_slot {
+	uintptr_t key;
+	long value;
+};
+
+/* The key of the slot tests: an aligned address; the install's stop flag. */
+static long slot_key_object;
+#define SLOT_KEY ((const void *)&slot_key_object)
+static const int no_stop;
+
 struct restarts {
-	long *slots;		/* HINT_SLOTS per-CPU longs */
+	long *slots;		/* HINT_SLOTS per-CPU longs, or CPU slots */
 	int kind;
 	long calls;
-	long expected;		/* what slot 0 must sum to (or, for xchg,
-				 * the values written) */
+	long expected;		/* what slot 0 (for slot kinds, slot 0's
+				 * value; for stats, the root) must sum to
+				 * (for xchg: the values written) */
 	long returned;		/* xchg: the values taken out */
+	struct tally_stats_tree *tree;		/* SEQ_STATS_MOD */
+	struct tally_stats_group *groups[2];
 };
+
+/*
+ * One call of a slot sequence, pinned on the CPU whose slot 0 is @s: the
+ * slot is set up with plain stores (no other thread uses it), then the
+ * sequence must succeed with the exact result.
+ */
+static bool slot_call(struct restarts *r, struct key_slot *s, long k)
+{
+	long out = -1;
+
+	s->key = (uintptr_t)SLOT_KEY;
+	switch (r->kind) {
+	case SEQ_SLOT_INSTALL:
+		s->key = 0;
+		return CHECK_EQ_LONG(tally_percpu_slot_install_(r->slots, 0,
+								NULL,
+								SLOT_KEY,
+								&no_stop),
+				     1) &&
+		       CHECK(s->key == (uintptr_t)SLOT_KEY);
+	case SEQ_SLOT_GIVE:
+		r->expected += k;
+		return CHECK_EQ_LONG(tally_percpu_slot_give_(r->slots,
+							     SLOT_KEY, k,
+							     LONG_MAX),
+				     1);
+	case SEQ_SLOT_TAKE:
+		s->value = k;
+		return CHECK_EQ_LONG(tally_percpu_slot_take_(r->slots,
+							     SLOT_KEY, k),
+				     1) &&
+		       CHECK_EQ_LONG(s->value, 0);
+	default:
+		s->value = k;
+		return CHECK_EQ_LONG(tally_percpu_slot_evict_(r->slots, 0,
+							      SLOT_KEY, &out),
+				     1) &&
+		       CHECK_EQ_LONG(out, k) && CHECK_EQ_LONG(s->value, 0);
+	}
+}
 
 static void run_kind(struct restarts *r)
 {
+	unsigned int pinned = util_allowed_cpu(0);
 	long offs[HINT_SLOTS];
 	unsigned int cpu;
 
 	for (unsigned long i = 0; i + 1 < HINT_SLOTS; i++)
 		offs[i] = (long)((i + 1) * sizeof(long));
+	if (r->kind >= SEQ_SLOT_INSTALL && r->kind <= SEQ_SLOT_EVICT)
+		util_pin((int)pinned);
 	for (long k = 1; k <= r->calls; k++) {
 		switch (r->kind) {
 		case SEQ_ADD:
@@ -199,6 +265,20 @@ static void run_kind(struct restarts *r)
 		case SEQ_XCHG:
 			r->returned += tally_percpu_xchg(r->slots, k);
 			break;
+		case SEQ_SLOT_INSTALL:
+		case SEQ_SLOT_GIVE:
+		case SEQ_SLOT_TAKE:
+		case SEQ_SLOT_EVICT:
+			if (!slot_call(r, tally_percpu_ptr(r->slots, pinned),
+				       k))
+				k = r->calls;
+			continue;
+		case SEQ_STATS_MOD:
+			/* Runs of 4: each group takes the CPU's cache. */
+			CHECK_EQ_LONG(tally_stats_mod(r->groups[(k / 4) % 2],
+						      0, k),
+				      0);
+			break;
 		default:
 			tally_percpu_add_hints(r->slots, offs,
 					       (unsigned long)(r->kind -
@@ -207,6 +287,28 @@ static void run_kind(struct restarts *r)
 		}
 		r->expected += k;
 	}
+	util_pin(-1);
+}
+
+/* What the kind's slots sum to over every CPU, plus what xchg took out. */
+static long kind_total(const struct restarts *r, unsigned int nr_cpus)
+{
+	long sum = r->returned, hier = 0;
+
+	if (r->kind == SEQ_STATS_MOD) {
+		CHECK_EQ_LONG(tally_stats_read(tally_stats_root(r->tree), 0,
+					       TALLY_FLUSH_FORCE, &hier,
+					       NULL),
+			      0);
+		return hier;
+	}
+	for (unsigned int cpu = 0; cpu < nr_cpus; cpu++)
+		sum += r->kind >= SEQ_SLOT_INSTALL && r->kind <= SEQ_SLOT_EVICT
+			       ? ((struct key_slot *)tally_percpu_ptr(r->slots,
+								      cpu))
+					 ->value
+			       : tally_percpu_read_cpu(r->slots, cpu);
+	return sum;
 }
 
 static void empty_handler(int sig)
@@ -229,14 +331,35 @@ static void *signal_fast(void *arg)
 	return NULL;
 }
 
+/* A tree of one stat and two groups under the root, for SEQ_STATS_MOD. */
+static bool stats_setup(struct restarts *r)
+{
+	static const struct tally_stat_desc schema[] = {
+		{ "bytes", TALLY_STAT_STATE },
+	};
+	struct tally_stats_group *root;
+
+	if (!CHECK_EQ_LONG(tally_stats_tree_create(&r->tree, schema, 1, NULL),
+			   0))
+		return false;
+	root = tally_stats_root(r->tree);
+	return CHECK_EQ_LONG(tally_stats_group_create(root, "a",
+						      &r->groups[0]),
+			     0) &&
+	       CHECK_EQ_LONG(tally_stats_group_create(root, "b",
+						      &r->groups[1]),
+			     0);
+}
+
 /*
- * With a delay inside every critical section and SIGUSR1 sent to this
- * thread as fast as another thread can, every kind of sequence must be
- * aborted and restarted, and every sum stay exact: v exactly once (for
- * xchg: each value written is either still in a slot or was returned
- * once).  TSan defers asynchronous signals to safe points outside the
- * sequences, so only exactness is checked there; the fallback mode has
- * no sequences.
+ * With a delay at the injection points of every critical section and
+ * SIGUSR1 sent to this thread as fast as another thread can, every kind
+ * of sequence must be aborted and restarted, and every result stay exact:
+ * v exactly once (for xchg: each value written is either still in a slot
+ * or was returned once; the slot sequences, pinned on one CPU, each
+ * succeed with their exact result every time).  TSan defers asynchronous
+ * signals to safe points outside the sequences, so only exactness is
+ * checked there; the fallback mode has no sequences.
  */
 TEST(every_rseq_sequence_restarts_under_signals_and_stays_exact)
 {
@@ -256,33 +379,40 @@ TEST(every_rseq_sequence_restarts_under_signals_and_stays_exact)
 	for (int kind = 0; kind < NR_KINDS; kind++) {
 		struct restarts r = {
 			.slots = tally_percpu_alloc(NULL,
-						    HINT_SLOTS * sizeof(long),
-						    0),
+						    sizeof(struct key_slot) *
+							    TALLY_PERCPU_SLOTS_,
+						    sizeof(struct key_slot)),
 			.kind = kind,
 			.calls = harness_scale(1000),
 		};
 		double deadline = harness_now() + HARNESS_HANG_S;
 		unsigned long aborts;
-		long sum = 0;
+		long total;
 
-		if (!CHECK(r.slots))
+		if (!CHECK(r.slots) ||
+		    (kind == SEQ_STATS_MOD && !stats_setup(&r)))
 			break;
 		__atomic_store_n(&tally_inject_rseq_aborts, 0,
 				 __ATOMIC_RELAXED);
 		do
 			run_kind(&r);
-		while (expect_aborts && harness_now() < deadline &&
+		while (expect_aborts && !harness_test_failed() &&
+		       harness_now() < deadline &&
 		       !__atomic_load_n(&tally_inject_rseq_aborts,
 					__ATOMIC_RELAXED));
 		aborts = __atomic_load_n(&tally_inject_rseq_aborts,
 					 __ATOMIC_RELAXED);
-		for (unsigned int cpu = 0; cpu < nr_cpus; cpu++)
-			sum += tally_percpu_read_cpu(r.slots, cpu);
-		if (!CHECK_EQ_LONG(sum + r.returned, r.expected) ||
-		    (expect_aborts && !CHECK(aborts > 0)))
+		total = kind_total(&r, nr_cpus);
+		CHECK_EQ_LONG(total, r.expected);
+		if (expect_aborts)
+			CHECK(aborts > 0);
+		tally_stats_tree_destroy(r.tree);
+		tally_percpu_free(NULL, r.slots);
+		if (harness_test_failed()) {
 			harness_log("sequence kind %d: %lu aborts", kind,
 				    aborts);
-		tally_percpu_free(NULL, r.slots);
+			break;
+		}
 	}
 	__atomic_store_n(&s.stop, true, __ATOMIC_RELAXED);
 	pthread_join(thread, NULL);

@@ -237,7 +237,7 @@ enum hc_result { HC_DONE, HC_FULL, HC_UNREGISTERED };
  * early).
  */
 #define HC_LEVELS_							\
-	"movl %c[o_nr](%[g]), %%ecx\n\t"				\
+	"movl %c[o_nr](%[g]), %%edx\n\t"				\
 	"11:\n\t"							\
 	"movq (%%r8), %%r9\n\t"					\
 	"movq (%%r10,%%r9), %%r11\n\t"				\
@@ -245,72 +245,8 @@ enum hc_result { HC_DONE, HC_FULL, HC_UNREGISTERED };
 	"movq %%r11, (%%r10,%%r9)\n\t"				\
 	"orq %%r11, %[acc]\n\t"					\
 	"addq $8, %%r8\n\t"						\
-	"decl %%ecx\n\t"						\
+	"decl %%edx\n\t"						\
 	"jnz 11b\n\t"
-
-/*
- * The rseq area's operands, addressed from %fs: no register for the
- * area's address.
- */
-#define HC_AREA_OPERANDS_(off)						\
-	[rseq_off] "r" (off),						\
-	[rseq_cs] "m" (*(__seg_fs uint64_t *)((off) + TALLY_RSEQ_CS_OFFSET)), \
-	[cpu_id] "m" (*(__seg_fs uint32_t *)((off) +			\
-					       TALLY_RSEQ_CPU_ID_OFFSET)) \
-	TALLY_RSEQ_DELAY_OPERAND_
-
-#define HC_CS_								\
-	__asm__ __volatile__ goto(					\
-		TALLY_RSEQ_CS_BEGIN_("%%r9")				\
-		"shlq %[shift], %%rax\n\t"				\
-		"xorl %k[acc], %k[acc]\n\t"				\
-		"movq %c[o_pcpu](%[g]), %%r10\n\t"			\
-		"addq %%rax, %%r10\n\t"					\
-		"movq %c[o_hc](%[g]), %%r11\n\t"			\
-		"addq %%rax, %%r11\n\t"					\
-		"cmpq %[g], (%%r11)\n\t"				\
-		"jne 10f\n\t"						\
-		"movq %c[o_cacc](%%r10), %%r9\n\t"			\
-		"addq %[hint], %%r9\n\t"				\
-		"cmpq %c[o_cap](%[g]), %%r9\n\t"			\
-		"jae %l[full]\n\t"					\
-		"movq %%r9, %c[o_cacc](%%r10)\n\t"			\
-		"jmp 20f\n\t"						\
-		"10:\n\t"						\
-		"movq %c[o_chain](%[g]), %%r8\n\t"			\
-		HC_LEVELS_						\
-		"cmpq $0, %c[o_cap](%[g])\n\t"				\
-		"je 20f\n\t"						\
-		"movq %c[o_hc](%[g]), %%r11\n\t"			\
-		"addq %%rax, %%r11\n\t"					\
-		"cmpq %[g], %c[o_prev](%%r11)\n\t"			\
-		"je 15f\n\t"						\
-		"movq %[g], %c[o_prev](%%r11)\n\t"			\
-		"movl $0, %c[o_runs](%%r11)\n\t"			\
-		"jmp 20f\n\t"						\
-		"15:\n\t"						\
-		"addl $1, %c[o_runs](%%r11)\n\t"			\
-		"cmpl $" HC_RUNS_ ", %c[o_runs](%%r11)\n\t"		\
-		"jb 20f\n\t"						\
-		"btsq $63, %[acc]\n\t"					\
-		"20:\n\t"						\
-		"addq %[v], (%[stat],%%rax)\n\t"			\
-		"2:\n\t"						\
-		: [c] "=&a" (c), [acc] "=&r" (acc)			\
-		: HC_AREA_OPERANDS_(off),				\
-		  [g] "r" (g), [hint] "r" (hint), [stat] "r" (stat),	\
-		  [v] "r" (v),						\
-		  [shift] "i" (TALLY_PERCPU_UNIT_SHIFT),		\
-		  [o_hc] "i" (offsetof(struct tally_stats_group, hcache)), \
-		  [o_cap] "i" (offsetof(struct tally_stats_group, cache_cap)), \
-		  [o_pcpu] "i" (offsetof(struct tally_stats_group, pcpu)), \
-		  [o_chain] "i" (offsetof(struct tally_stats_group, chain_offs)), \
-		  [o_nr] "i" (offsetof(struct tally_stats_group, nr_chain)), \
-		  [o_cacc] "i" (offsetof(struct stats_pcpu, cacc)),	\
-		  [o_prev] "i" (offsetof(struct stats_hcache, prev)),	\
-		  [o_runs] "i" (offsetof(struct stats_hcache, runs))	\
-		: "rcx", "r8", "r9", "r10", "r11", "memory", "cc"	\
-		: aborted, unregistered, full)
 
 /*
  * The update of @stat (a per-CPU pointer into @g's stats) by @v with
@@ -323,17 +259,58 @@ static inline enum hc_result hc_update(const struct tally_stats_group *g,
 				       long hint, long *stat, long v,
 				       size_t *unit, unsigned long *acc_out)
 {
-	ptrdiff_t off = tally_rseq_area_offset;
 	unsigned long c, acc;
 
-retry:
-	HC_CS_;
+	TALLY_RSEQ_(TALLY_RSEQ_CPU_UNIT_
+		    "xorl %k[acc], %k[acc]\n\t"
+		    "movq %c[o_pcpu](%[g]), %%r10\n\t"
+		    "addq %%rax, %%r10\n\t"
+		    "movq %c[o_hc](%[g]), %%r11\n\t"
+		    "addq %%rax, %%r11\n\t"
+		    "cmpq %[g], (%%r11)\n\t"
+		    "jne 10f\n\t"
+		    "movq %c[o_cacc](%%r10), %%r9\n\t"
+		    "addq %[hint], %%r9\n\t"
+		    "cmpq %c[o_cap](%[g]), %%r9\n\t"
+		    "jae %l[full]\n\t"
+		    "movq %%r9, %c[o_cacc](%%r10)\n\t"
+		    "jmp 20f\n\t"
+		    "10:\n\t"
+		    "movq %c[o_chain](%[g]), %%r8\n\t"
+		    HC_LEVELS_
+		    "cmpq $0, %c[o_cap](%[g])\n\t"
+		    "je 20f\n\t"
+		    "movq %c[o_hc](%[g]), %%r11\n\t"
+		    "addq %%rax, %%r11\n\t"
+		    "cmpq %[g], %c[o_prev](%%r11)\n\t"
+		    "je 15f\n\t"
+		    "movq %[g], %c[o_prev](%%r11)\n\t"
+		    "movl $0, %c[o_runs](%%r11)\n\t"
+		    "jmp 20f\n\t"
+		    "15:\n\t"
+		    "addl $1, %c[o_runs](%%r11)\n\t"
+		    "cmpl $" HC_RUNS_ ", %c[o_runs](%%r11)\n\t"
+		    "jb 20f\n\t"
+		    "btsq $63, %[acc]\n\t"
+		    "20:\n\t",
+		    "addq %[v], (%[stat],%%rax)",
+		    ([c] "=&a" (c), [acc] "=&r" (acc)),
+		    ([g] "r" (g), [hint] "r" (hint), [stat] "r" (stat),
+		     [v] "r" (v),
+		     [o_hc] "i" (offsetof(struct tally_stats_group, hcache)),
+		     [o_cap] "i" (offsetof(struct tally_stats_group, cache_cap)),
+		     [o_pcpu] "i" (offsetof(struct tally_stats_group, pcpu)),
+		     [o_chain] "i" (offsetof(struct tally_stats_group,
+					     chain_offs)),
+		     [o_nr] "i" (offsetof(struct tally_stats_group, nr_chain)),
+		     [o_cacc] "i" (offsetof(struct stats_pcpu, cacc)),
+		     [o_prev] "i" (offsetof(struct stats_hcache, prev)),
+		     [o_runs] "i" (offsetof(struct stats_hcache, runs))),
+		    ("rdx", "r8", "r9", "r10", "r11"),
+		    (unregistered, full));
 	*unit = c;
 	*acc_out = acc;
 	return HC_DONE;
-aborted:
-	TALLY_RSEQ_COUNT_ABORT_();
-	goto retry;
 full:
 	return HC_FULL;
 unregistered:
@@ -343,32 +320,23 @@ unregistered:
 /* Empty @g's cached count on the current CPU: what it held (0 if not @g's). */
 static long hcache_take(const struct tally_stats_group *g)
 {
-	ptrdiff_t off = tally_rseq_area_offset;
 	long acc;
 
-retry:
-	__asm__ __volatile__ goto(
-		TALLY_RSEQ_CS_BEGIN_("%%rcx")
-		"shlq %[shift], %%rax\n\t"
-		"movq %c[o_hc](%[g]), %%r8\n\t"
-		"cmpq %[g], (%%r8,%%rax)\n\t"
-		"jne %l[other]\n\t"
-		"addq %c[o_pcpu](%[g]), %%rax\n\t"
-		"movq %c[o_cacc](%%rax), %[acc]\n\t"
-		"movq $0, %c[o_cacc](%%rax)\n\t"
-		"2:\n\t"
-		: [acc] "=&r" (acc)
-		: HC_AREA_OPERANDS_(off), [g] "r" (g),
-		  [shift] "i" (TALLY_PERCPU_UNIT_SHIFT),
-		  [o_hc] "i" (offsetof(struct tally_stats_group, hcache)),
-		  [o_pcpu] "i" (offsetof(struct tally_stats_group, pcpu)),
-		  [o_cacc] "i" (offsetof(struct stats_pcpu, cacc))
-		: TALLY_RSEQ_DELAY_CLOBBER_ "rax", "r8", "memory", "cc"
-		: aborted, unregistered, other);
+	TALLY_RSEQ_(TALLY_RSEQ_CPU_UNIT_
+		    "movq %c[o_hc](%[g]), %%r8\n\t"
+		    "cmpq %[g], (%%r8,%%rax)\n\t"
+		    "jne %l[other]\n\t"
+		    "addq %c[o_pcpu](%[g]), %%rax\n\t"
+		    "movq %c[o_cacc](%%rax), %[acc]\n\t",
+		    "movq $0, %c[o_cacc](%%rax)",
+		    ([acc] "=&r" (acc)),
+		    ([g] "r" (g),
+		     [o_hc] "i" (offsetof(struct tally_stats_group, hcache)),
+		     [o_pcpu] "i" (offsetof(struct tally_stats_group, pcpu)),
+		     [o_cacc] "i" (offsetof(struct stats_pcpu, cacc))),
+		    ("rax", "r8"),
+		    (unregistered, other));
 	return acc;
-aborted:
-	TALLY_RSEQ_COUNT_ABORT_();
-	goto retry;
 unregistered:
 other:
 	return 0;
@@ -382,30 +350,21 @@ other:
 static struct tally_stats_group *hcache_name(struct tally_stats_group *g,
 					     unsigned int *cpu)
 {
-	ptrdiff_t off = tally_rseq_area_offset;
 	struct tally_stats_group *old;
 	unsigned long c;
 
-retry:
-	__asm__ __volatile__ goto(
-		TALLY_RSEQ_CS_BEGIN_("%%rcx")
-		"movl %%eax, %k[c]\n\t"
-		"shlq %[shift], %%rax\n\t"
-		"addq %c[o_hc](%[g]), %%rax\n\t"
-		"movq (%%rax), %[old]\n\t"
-		"movq %[g], (%%rax)\n\t"
-		"2:\n\t"
-		: [old] "=&r" (old), [c] "=&r" (c)
-		: HC_AREA_OPERANDS_(off), [g] "r" (g),
-		  [shift] "i" (TALLY_PERCPU_UNIT_SHIFT),
-		  [o_hc] "i" (offsetof(struct tally_stats_group, hcache))
-		: TALLY_RSEQ_DELAY_CLOBBER_ "rax", "memory", "cc"
-		: aborted, unregistered);
+	TALLY_RSEQ_("movl %%eax, %k[c]\n\t"
+		    TALLY_RSEQ_CPU_UNIT_
+		    "addq %c[o_hc](%[g]), %%rax\n\t"
+		    "movq (%%rax), %[old]\n\t",
+		    "movq %[g], (%%rax)",
+		    ([old] "=&r" (old), [c] "=&r" (c)),
+		    ([g] "r" (g),
+		     [o_hc] "i" (offsetof(struct tally_stats_group, hcache))),
+		    ("rax"),
+		    (unregistered));
 	*cpu = (unsigned int)c;
 	return old;
-aborted:
-	TALLY_RSEQ_COUNT_ABORT_();
-	goto retry;
 unregistered:
 	return NULL;
 }

@@ -18,6 +18,7 @@
 #include <limits.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -1658,6 +1659,18 @@ TEST(fork_child_charges_drains_and_destroys_an_inherited_tree)
 			harness_child_exit();
 		}
 		CHECK_EQ_LONG(harness_wait_child(pid), 0);
+	}
+	/*
+	 * Every charger made progress across the forks: on a loaded machine
+	 * one may not have run yet, so give it the time to (a hang, not a
+	 * rate, fails the check).
+	 */
+	for (int i = 0; i < CHARGERS; i++) {
+		double end = harness_now() + HARNESS_HANG_S;
+
+		while (!__atomic_load_n(&fc[i].pairs, __ATOMIC_RELAXED) &&
+		       harness_now() < end)
+			sched_yield();
 	}
 	for (int i = 0; i < CHARGERS; i++) {
 		__atomic_store_n(&fc[i].stop, 1, __ATOMIC_RELAXED);

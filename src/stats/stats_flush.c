@@ -92,6 +92,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "runtime/fork.h"
 #include "runtime/inject.h"
 #include "stats_internal.h"
 

@@ -8,27 +8,32 @@
  * re-initialises them, since a lock word may count waiters the child does
  * not have.  The child then repairs what the missing threads left half
  * done: claims never pushed (stats_flush.c), shared flushes and their
- * waiters (the design), the periodic thread (stats_periodic.c).  The
- * per-CPU allocator registers its handlers before the first tree, so its
- * locks are taken after ours, the order create and destroy use.
+ * waiters (the design), the periodic thread (stats_periodic.c).  These
+ * handlers have rank TALLY_FORK_STATS in the library's fork registry
+ * (runtime/fork.h): after the memory groups' locks, which are held while
+ * a memory group creates its statistics group, and before the counters',
+ * grace periods' and per-CPU allocator's, which creation and destroy take
+ * under topo_lock.
  *
  * A child may use every tree it inherited, from its one thread or from
  * threads it starts: values, groups and the update lists are the parent's
  * at the fork.  Its periodic flusher is stopped.
  *
- * trees_lock guards the registry; it is taken first.
+ * The registry's lock (trees.lock) is taken first.
  */
 #include <pthread.h>
 
+#include "runtime/fork.h"
 #include "stats_internal.h"
 
-static pthread_mutex_t trees_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct tally_stats_tree *trees;
+static struct tally_fork_list trees = TALLY_FORK_LIST_INIT;
 
 static void fork_prepare(void)
 {
-	pthread_mutex_lock(&trees_lock);
-	for (struct tally_stats_tree *t = trees; t; t = t->next_tree) {
+	struct tally_stats_tree *t;
+
+	pthread_mutex_lock(&trees.lock);
+	tally_fork_for_each(t, &trees, struct tally_stats_tree, fork_node) {
 		stats_group_fork_prepare(t);
 		t->ops->fork_prepare(t);
 		stats_flush_fork_prepare(t);
@@ -38,51 +43,42 @@ static void fork_prepare(void)
 
 static void fork_parent(void)
 {
-	for (struct tally_stats_tree *t = trees; t; t = t->next_tree) {
+	struct tally_stats_tree *t;
+
+	tally_fork_for_each(t, &trees, struct tally_stats_tree, fork_node) {
 		stats_periodic_fork_parent(t);
 		stats_flush_fork_parent(t);
 		t->ops->fork_parent(t);
 		stats_group_fork_parent(t);
 	}
-	pthread_mutex_unlock(&trees_lock);
+	pthread_mutex_unlock(&trees.lock);
 }
 
 static void fork_child(void)
 {
-	for (struct tally_stats_tree *t = trees; t; t = t->next_tree) {
+	struct tally_stats_tree *t;
+
+	tally_fork_for_each(t, &trees, struct tally_stats_tree, fork_node) {
 		stats_group_fork_child(t);
 		t->ops->fork_child(t);
 		stats_flush_fork_child(t);
 		stats_periodic_fork_child(t);
 	}
-	tally_mutex_reset(&trees_lock);
+	tally_mutex_reset(&trees.lock);
 }
 
-static void install_fork_handlers(void)
+__attribute__((constructor)) static void install_fork_handlers(void)
 {
-	pthread_atfork(fork_prepare, fork_parent, fork_child);
+	tally_fork_register(TALLY_FORK_STATS, fork_prepare, fork_parent,
+			    fork_child);
 }
 
 void stats_register_tree(struct tally_stats_tree *t)
 {
-	static pthread_once_t once = PTHREAD_ONCE_INIT;
-
-	pthread_once(&once, install_fork_handlers);
-	pthread_mutex_lock(&trees_lock);
-	t->next_tree = trees;
-	trees = t;
-	pthread_mutex_unlock(&trees_lock);
+	tally_fork_list_add(&trees, &t->fork_node);
 }
 
 void stats_unregister_tree(struct tally_stats_tree *t)
 {
-	pthread_mutex_lock(&trees_lock);
-	for (struct tally_stats_tree **link = &trees; *link;
-	     link = &(*link)->next_tree) {
-		if (*link == t) {
-			*link = t->next_tree;
-			break;
-		}
-	}
-	pthread_mutex_unlock(&trees_lock);
+	tally_fork_list_del(&trees, &t->fork_node);
 }

@@ -14,7 +14,7 @@
  *                     flushes                                     coord_lock
  *   stats_group.c     group lifetime, names, paths                topo_lock
  *   stats_periodic.c  the periodic flusher                        periodic_lock
- *   stats_fork.c      fork(): every lock, in the order above      trees_lock
+ *   stats_fork.c      fork(): every lock, in the order above      trees.lock
  *   stats_tree.c      trees, schemas, info
  *
  * A tree's design (struct stats_design_ops, stats_design.h) decides
@@ -23,9 +23,9 @@
  * `tally bench stats` (bench/stats_designs.c) through the same hook.
  *
  * Lock order (fork_prepare takes them in this order, tree by tree):
- * trees_lock, topo_lock, the design's locks (coord_lock for TALLY),
- * flush_lock, periodic_lock; then the per-CPU allocator's locks (its
- * handlers are registered before ours, so its prepare runs after).
+ * the registry's lock, topo_lock, the design's locks (coord_lock for
+ * TALLY), flush_lock, periodic_lock; then the lower layers' locks
+ * (counters, grace periods, the per-CPU allocator: runtime/fork.h).
  */
 
 #include <pthread.h>
@@ -208,7 +208,7 @@ struct tally_stats_tree {
 	bool periodic_running, periodic_stop;
 
 	struct tally_stats_info info;	/* atomics */
-	struct tally_stats_tree *next_tree;	/* stats_fork.c registry */
+	struct tally_fork_node fork_node;	/* stats_fork.c registry */
 #ifdef TALLY_DEBUG
 	struct tally_stats_group *graveyard;	/* under topo_lock */
 #endif

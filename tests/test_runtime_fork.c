@@ -181,6 +181,12 @@ TEST(children_forked_during_allocations_can_allocate)
 
 #define KB 1024l
 #define BUSY_MAX (48 * KB)	/* the busy group's max */
+/*
+ * Groups each churning thread creates and destroys, at most: debug
+ * builds keep every destroyed statistics group until its tree is
+ * destroyed, and each child destroys the trees it inherits.
+ */
+#define CHURN_MAX 2000
 
 static const struct tally_stat_desc schema[] = {
 	{ "events", TALLY_STAT_EVENT },
@@ -238,8 +244,9 @@ static void *busy_stats(void *arg)
 		long hier;
 
 		churn_enter(&l->churn);
-		snprintf(name, sizeof(name), "g%ld", n++);
-		if (!tally_stats_group_create(tally_stats_root(l->st), name,
+		snprintf(name, sizeof(name), "g%ld", n);
+		if (n++ < CHURN_MAX &&
+		    !tally_stats_group_create(tally_stats_root(l->st), name,
 					      &g)) {
 			tally_stats_mod(g, 0, 2);
 			tally_stats_read(g, 0, TALLY_FLUSH_FORCE, &hier, NULL);
@@ -289,8 +296,9 @@ static void *busy_groups(void *arg)
 		char name[32];
 
 		churn_enter(&l->churn);
-		snprintf(name, sizeof(name), "m%ld", n++);
-		if (!tally_memcg_create(tally_memcg_root(l->mt), name, &g)) {
+		snprintf(name, sizeof(name), "m%ld", n);
+		if (n++ < CHURN_MAX &&
+		    !tally_memcg_create(tally_memcg_root(l->mt), name, &g)) {
 			if (!tally_memcg_charge(g, 8 * KB, 0))
 				tally_memcg_uncharge(g, 8 * KB);
 			tally_memcg_destroy(g);
@@ -298,6 +306,7 @@ static void *busy_groups(void *arg)
 			tally_memcg_put(g);
 		}
 		tally_memcg_tree_info(l->mt, &info);
+		tally_memcg_protection(l->busy, &emin, &elow);
 		churn_leave(&l->churn);
 	}
 	return NULL;

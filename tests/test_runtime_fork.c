@@ -4,18 +4,29 @@
  * allocating and freeing per-CPU memory, creating and destroying counters
  * and domains, or carrying into a counter's tree.
  *
+ * And fork() while every layer is busy at once (counters, statistics
+ * trees with their periodic flusher, memory groups with stocks, limits and
+ * reclaim callbacks, grace-period readers and retires): the library's one
+ * fork registry (runtime/fork.h) must take every lock of every layer in
+ * one order that no path contradicts.
+ *
  * Oracle: the child, which has only the forking thread, must be able to
  * allocate, build and destroy counters with exact sums (a lock left held
  * by a vanished thread would hang it: an alarm turns the hang into a
  * failure), and every counter it inherits must hold the tree items a quiet
- * counter holds (util_expected_top()).
+ * counter holds (util_expected_top()); with every layer busy, every object
+ * it inherits must give exact results and every new one too.
  */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
+
+#include <tally/memcg.h>
+#include <tally/stats.h>
 
 #include "harness.h"
 #include "util.h"
@@ -164,6 +175,275 @@ TEST(children_forked_during_allocations_can_allocate)
 	for (size_t i = 0; i < ARRAY_SIZE(fns); i++)
 		pthread_join(threads[i], NULL);
 	tally_domain_destroy(s.sim);
+}
+
+/* --- every layer at once ------------------------------------------------ */
+
+#define KB 1024l
+#define BUSY_MAX (48 * KB)	/* the busy group's max */
+/*
+ * Groups each churning thread creates and destroys, at most: debug
+ * builds keep every destroyed statistics group until its tree is
+ * destroyed, and each child destroys the trees it inherits.
+ */
+#define CHURN_MAX 2000
+
+static const struct tally_stat_desc schema[] = {
+	{ "events", TALLY_STAT_EVENT },
+};
+
+/* What the threads keep busy, and the churn's stop flag and ASan gate. */
+struct layers {
+	struct churn churn;
+	struct tally_counter shared;		/* every thread adds to it */
+	struct tally_stats_tree *st;		/* its periodic flusher runs */
+	struct tally_stats_group *leaf;
+	struct tally_memcg_tree *mt;		/* stocks: a fixed batch */
+	struct tally_memcg *busy;		/* near its max, reclaiming */
+	long reclaims;
+};
+
+/* A reclaim callback that frees nothing: charges then fail over max. */
+static long reclaim_nothing(struct tally_memcg *g, long bytes, void *arg)
+{
+	struct layers *l = arg;
+
+	(void)g;
+	(void)bytes;
+	__atomic_add_fetch(&l->reclaims, 1, __ATOMIC_RELAXED);
+	return 0;
+}
+
+static void *busy_counters(void *arg)
+{
+	struct layers *l = arg;
+
+	while (!__atomic_load_n(&l->churn.stop, __ATOMIC_RELAXED)) {
+		struct tally_counter c;
+
+		churn_enter(&l->churn);
+		tally_counter_add(&l->shared, 1);
+		if (!tally_counter_init(&c, NULL, 8)) {
+			tally_counter_add(&c, 3);
+			tally_counter_destroy(&c);
+		}
+		churn_leave(&l->churn);
+	}
+	return NULL;
+}
+
+/* Groups come and go under the root; the leaf is updated and read. */
+static void *busy_stats(void *arg)
+{
+	struct layers *l = arg;
+	long n = 0;
+
+	while (!__atomic_load_n(&l->churn.stop, __ATOMIC_RELAXED)) {
+		struct tally_stats_group *g;
+		char name[32];
+		long hier;
+
+		churn_enter(&l->churn);
+		snprintf(name, sizeof(name), "g%ld", n);
+		if (n++ < CHURN_MAX &&
+		    !tally_stats_group_create(tally_stats_root(l->st), name,
+					      &g)) {
+			tally_stats_mod(g, 0, 2);
+			tally_stats_read(g, 0, TALLY_FLUSH_FORCE, &hier, NULL);
+			tally_stats_group_destroy(g);
+		}
+		tally_stats_mod(l->leaf, 0, 1);
+		tally_stats_read(l->leaf, 0, TALLY_FLUSH_FORCE, &hier, NULL);
+		churn_leave(&l->churn);
+	}
+	return NULL;
+}
+
+/* Charges through the stocks, near max: refusals drain and reclaim. */
+static void *busy_charges(void *arg)
+{
+	struct layers *l = arg;
+	long n = 0;
+
+	while (!__atomic_load_n(&l->churn.stop, __ATOMIC_RELAXED)) {
+		long bytes = 4096 * (1 + n++ % 5), held = 0;
+
+		churn_enter(&l->churn);
+		for (int i = 0; i < 3; i++)
+			if (tally_memcg_charge(l->busy, bytes, 0) >= 0)
+				held += bytes;
+		tally_memcg_uncharge(l->busy, held);
+		tally_memcg_stat_mod(l->busy, TALLY_MEMCG_ANON, 1);
+		tally_memcg_stat_mod(l->busy, TALLY_MEMCG_ANON, -1);
+		churn_leave(&l->churn);
+	}
+	return NULL;
+}
+
+/*
+ * Memory groups created, charged, destroyed while held (their free waits
+ * for a grace period), and the readers that walk them in grace sections.
+ */
+static void *busy_groups(void *arg)
+{
+	struct layers *l = arg;
+	long n = 0;
+
+	while (!__atomic_load_n(&l->churn.stop, __ATOMIC_RELAXED)) {
+		struct tally_memcg *g;
+		struct tally_memcg_info info;
+		long emin, elow;
+		char name[32];
+
+		churn_enter(&l->churn);
+		snprintf(name, sizeof(name), "m%ld", n);
+		if (n++ < CHURN_MAX &&
+		    !tally_memcg_create(tally_memcg_root(l->mt), name, &g)) {
+			if (!tally_memcg_charge(g, 8 * KB, 0))
+				tally_memcg_uncharge(g, 8 * KB);
+			tally_memcg_destroy(g);
+			tally_memcg_protection(g, &emin, &elow);
+			tally_memcg_put(g);
+		}
+		tally_memcg_tree_info(l->mt, &info);
+		tally_memcg_protection(l->busy, &emin, &elow);
+		churn_leave(&l->churn);
+	}
+	return NULL;
+}
+
+/* What the child checks: each layer's inherited objects, and new ones. */
+static void child_uses_every_layer(struct layers *l)
+{
+	struct tally_counter c;
+	struct tally_stats_group *g;
+	struct tally_memcg *m;
+	struct tally_memcg_info info;
+	long before, hier, local;
+
+	alarm(CHILD_TIMEOUT);
+	/* Counters: the shared one counts on exactly, a new one too. */
+	before = tally_counter_precise_sum(&l->shared);
+	for (int i = 0; i < 1000; i++)
+		tally_counter_add(&l->shared, 1);
+	CHECK_EQ_LONG(tally_counter_precise_sum(&l->shared), before + 1000);
+	if (CHECK_EQ_LONG(tally_counter_init(&c, NULL, 4), 0)) {
+		tally_counter_add(&c, 77);
+		CHECK_EQ_LONG(tally_counter_precise_sum(&c), 77);
+		tally_counter_destroy(&c);
+	}
+	/* Statistics: forced reads are exact, on the leaf and a new group. */
+	REQUIRE(tally_stats_read(l->leaf, 0, TALLY_FLUSH_FORCE, &before,
+				 NULL) == 0);
+	tally_stats_mod(l->leaf, 0, 5);
+	CHECK_EQ_LONG(tally_stats_read(l->leaf, 0, TALLY_FLUSH_FORCE, &hier,
+				       NULL), 0);
+	CHECK_EQ_LONG(hier, before + 5);
+	if (CHECK_EQ_LONG(tally_stats_group_create(tally_stats_root(l->st),
+						   "child", &g), 0)) {
+		tally_stats_mod(g, 0, 9);
+		CHECK_EQ_LONG(tally_stats_read(g, 0, TALLY_FLUSH_FORCE, &hier,
+					       &local), 0);
+		CHECK_EQ_LONG(hier, 9);
+		CHECK_EQ_LONG(local, 9);
+		CHECK_EQ_LONG(tally_stats_group_destroy(g), 0);
+	}
+	/* Memory groups: a new group charges to its max and no further. */
+	if (CHECK_EQ_LONG(tally_memcg_create(tally_memcg_root(l->mt), "child",
+					     &m), 0)) {
+		CHECK_EQ_LONG(tally_memcg_set_limit(m, TALLY_MEMCG_MAX,
+						    64 * KB), 0);
+		for (int i = 0; i < 4; i++)
+			CHECK_EQ_LONG(tally_memcg_charge(m, 16 * KB, 0), 0);
+		CHECK_EQ_LONG(tally_memcg_charge(m, 16 * KB, 0), -ENOMEM);
+		CHECK_EQ_LONG(util_memcg_usage(m, TALLY_MEMCG_READ_DRAIN),
+			      64 * KB);
+		CHECK_EQ_LONG(tally_memcg_uncharge(m, 64 * KB), 0);
+		CHECK_EQ_LONG(tally_memcg_destroy(m), 0);
+		tally_memcg_put(m);
+	}
+	/*
+	 * The inherited busy group, drained, keeps what the parent's charger
+	 * held at the fork, and takes exactly the room left under its max.
+	 */
+	CHECK_EQ_LONG(tally_memcg_drain(tally_memcg_root(l->mt)), 0);
+	before = util_memcg_usage(l->busy, TALLY_MEMCG_READ_DRAIN);
+	CHECK(before >= 0 && before <= BUSY_MAX);
+	if (before < BUSY_MAX)
+		CHECK_EQ_LONG(tally_memcg_charge(l->busy, BUSY_MAX - before,
+						 0), 0);
+	CHECK_EQ_LONG(tally_memcg_charge(l->busy, 4096, 0), -ENOMEM);
+	if (before < BUSY_MAX)
+		CHECK_EQ_LONG(tally_memcg_uncharge(l->busy, BUSY_MAX - before),
+			      0);
+	CHECK_EQ_LONG(util_memcg_usage(l->busy, TALLY_MEMCG_READ_DRAIN),
+		      before);
+	CHECK_EQ_LONG(tally_memcg_tree_info(l->mt, &info), 0);
+	/* Destroying the trees runs what waits for a grace period. */
+	tally_memcg_tree_destroy(l->mt);
+	tally_stats_tree_destroy(l->st);
+	tally_counter_destroy(&l->shared);
+}
+
+TEST(children_forked_while_every_layer_is_busy_use_every_object)
+{
+	static void *(*const fns[])(void *) = {
+		busy_counters, busy_stats, busy_charges, busy_groups,
+		churn_percpu,
+	};
+	struct tally_stats_options so = { .period_ns = 1000000 };
+	struct layers l = {
+		.churn = {
+			.sim = util_domain(5),
+			.gate = PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP,
+		},
+	};
+	pthread_t threads[ARRAY_SIZE(fns)];
+	long forks = harness_scale(100);
+
+	REQUIRE(tally_counter_init(&l.shared, NULL, 16) == 0);
+	REQUIRE(tally_stats_tree_create(&l.st, schema, 1, &so) == 0);
+	REQUIRE(tally_stats_group_create(tally_stats_root(l.st), "leaf",
+					 &l.leaf) == 0);
+	REQUIRE(tally_stats_periodic_start(l.st) == 0);
+	l.mt = util_memcg_tree(NULL, 16 * KB);
+	REQUIRE(l.mt);
+	REQUIRE(tally_memcg_create(tally_memcg_root(l.mt), "busy",
+				   &l.busy) == 0);
+	REQUIRE(tally_memcg_set_limit(l.busy, TALLY_MEMCG_MAX, BUSY_MAX) == 0);
+	REQUIRE(tally_memcg_set_reclaim(l.busy, reclaim_nothing, &l) == 0);
+	for (size_t i = 0; i < ARRAY_SIZE(fns); i++)
+		REQUIRE(pthread_create(&threads[i], NULL, fns[i],
+				       i + 1 < ARRAY_SIZE(fns) ?
+					       (void *)&l : (void *)&l.churn) ==
+			0);
+	for (long i = 0; i < forks && !harness_test_failed(); i++) {
+		pid_t pid;
+
+		fflush(NULL);
+		if (CHURN_GATE)
+			pthread_rwlock_wrlock(&l.churn.gate);
+		pid = fork();
+		if (pid == 0) {
+			child_uses_every_layer(&l);
+			harness_child_exit();
+		}
+		if (CHURN_GATE)
+			pthread_rwlock_unlock(&l.churn.gate);
+		if (!CHECK_EQ_LONG(harness_wait_child(pid), 0))
+			harness_log("fork %ld of %ld", i, forks);
+	}
+	__atomic_store_n(&l.churn.stop, true, __ATOMIC_RELAXED);
+	for (size_t i = 0; i < ARRAY_SIZE(fns); i++)
+		pthread_join(threads[i], NULL);
+	/* The parent's objects are whole too; its threads reclaimed. */
+	CHECK(__atomic_load_n(&l.reclaims, __ATOMIC_RELAXED) > 0);
+	CHECK_EQ_LONG(util_memcg_usage(l.busy, TALLY_MEMCG_READ_DRAIN), 0);
+	tally_memcg_put(l.busy);
+	tally_memcg_tree_destroy(l.mt);
+	tally_stats_tree_destroy(l.st);
+	tally_counter_destroy(&l.shared);
+	tally_domain_destroy(l.churn.sim);
 }
 
 #ifdef TALLY_INJECT

@@ -44,6 +44,7 @@
 #include <tally/counter.h>
 #include "runtime/contract.h"
 #include "counter_internal.h"
+#include "runtime/fork.h"
 #include "runtime/domain_internal.h"
 #include "runtime/inject.h"
 
@@ -204,7 +205,8 @@ static void fork_child(void)
 
 __attribute__((constructor)) static void install_fork_handlers(void)
 {
-	pthread_atfork(fork_prepare, fork_parent, fork_child);
+	tally_fork_register(TALLY_FORK_COUNTER, fork_prepare, fork_parent,
+			    fork_child);
 }
 
 int tally_counter_init_many(struct tally_counter *c, void *items, size_t nr,

@@ -277,6 +277,19 @@ static void arena_init_hooks(struct arena *a, unsigned int ind)
 	a->ind = ind;
 }
 
+/*
+ * fork(): the integration keeps a pthread_atfork() handler of its own
+ * rather than a rank in libtally's registry (runtime/fork.h), which is
+ * internal to libtally and would have to join its exported interface.
+ * The order comes out right by construction: tj.lock is held while the
+ * integration calls mallctl() (jemalloc's locks) and drops group
+ * references (the memory groups' locks), so it must be taken before
+ * both; prepare handlers run in the reverse order of registration, and
+ * this one is registered by tally_jemalloc_install(), after libtally's
+ * (registered when libtally is loaded) and after jemalloc's (registered
+ * by jemalloc's first allocation, which the install's mallctl() calls
+ * follow).
+ */
 static void prefork(void)
 {
 	pthread_mutex_lock(&tj.lock);

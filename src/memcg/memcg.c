@@ -65,6 +65,7 @@
 #include "runtime/inject.h"
 #include "memcg_internal.h"
 #include "memcg_stock.h"
+#include "runtime/fork.h"
 #include "runtime/percpu_internal.h"
 
 
@@ -108,13 +109,18 @@ const char *tally_memcg_event_name(enum tally_memcg_event ev)
 
 /* ---- trees registry and fork ---------------------------------------- */
 
-static pthread_mutex_t trees_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct tally_memcg_tree *trees;
+/*
+ * Rank TALLY_FORK_MEMCG of runtime/fork.h, the first: a tree's locks are
+ * held while its groups create statistics groups and counters.
+ */
+static struct tally_fork_list trees = TALLY_FORK_LIST_INIT;
 
 static void fork_prepare(void)
 {
-	pthread_mutex_lock(&trees_lock);
-	for (struct tally_memcg_tree *t = trees; t; t = t->next_tree) {
+	struct tally_memcg_tree *t;
+
+	pthread_mutex_lock(&trees.lock);
+	tally_fork_for_each(t, &trees, struct tally_memcg_tree, fork_node) {
 		pthread_mutex_lock(&t->oom_lock);
 		pthread_mutex_lock(&t->drain_lock);
 		pthread_rwlock_wrlock(&t->structure);
@@ -123,12 +129,14 @@ static void fork_prepare(void)
 
 static void fork_parent(void)
 {
-	for (struct tally_memcg_tree *t = trees; t; t = t->next_tree) {
+	struct tally_memcg_tree *t;
+
+	tally_fork_for_each(t, &trees, struct tally_memcg_tree, fork_node) {
 		pthread_rwlock_unlock(&t->structure);
 		pthread_mutex_unlock(&t->drain_lock);
 		pthread_mutex_unlock(&t->oom_lock);
 	}
-	pthread_mutex_unlock(&trees_lock);
+	pthread_mutex_unlock(&trees.lock);
 }
 
 void memcg_init_tree_locks(struct tally_memcg_tree *t)
@@ -147,13 +155,15 @@ void memcg_init_tree_locks(struct tally_memcg_tree *t)
 
 static void fork_child(void)
 {
+	struct tally_memcg_tree *t;
+
 	/*
 	 * Lock words may count waiters the child does not have: build them
-	 * anew (their holders were this thread, in fork_prepare()).  Refills and refusals other threads had in flight never
-	 * finish here: forget them (a refill's bytes stay counted, as if
+	 * anew (their holders were this thread, in fork_prepare()).
+	 * Refills and refusals other threads had in flight never finish here: forget them (a refill's bytes stay counted, as if
 	 * the thread that took them still held them).
 	 */
-	for (struct tally_memcg_tree *t = trees; t; t = t->next_tree) {
+	tally_fork_for_each(t, &trees, struct tally_memcg_tree, fork_node) {
 		memcg_init_tree_locks(t);
 		/* A kill callback that ran in another thread never ends here. */
 		t->kill_running = 0;
@@ -166,36 +176,23 @@ static void fork_child(void)
 			memcg_reclaim_fork_child(g);
 		}
 	}
-	tally_mutex_reset(&trees_lock);
+	tally_mutex_reset(&trees.lock);
 }
 
-static void install_fork_handlers(void)
+__attribute__((constructor)) static void install_fork_handlers(void)
 {
-	pthread_atfork(fork_prepare, fork_parent, fork_child);
+	tally_fork_register(TALLY_FORK_MEMCG, fork_prepare, fork_parent,
+			    fork_child);
 }
 
 void memcg_register_tree(struct tally_memcg_tree *t)
 {
-	static pthread_once_t once = PTHREAD_ONCE_INIT;
-
-	pthread_once(&once, install_fork_handlers);
-	pthread_mutex_lock(&trees_lock);
-	t->next_tree = trees;
-	trees = t;
-	pthread_mutex_unlock(&trees_lock);
+	tally_fork_list_add(&trees, &t->fork_node);
 }
 
 void memcg_unregister_tree(struct tally_memcg_tree *t)
 {
-	pthread_mutex_lock(&trees_lock);
-	for (struct tally_memcg_tree **link = &trees; *link;
-	     link = &(*link)->next_tree) {
-		if (*link == t) {
-			*link = t->next_tree;
-			break;
-		}
-	}
-	pthread_mutex_unlock(&trees_lock);
+	tally_fork_list_del(&trees, &t->fork_node);
 }
 
 /* ---- the stock mode --------------------------------------------------- */

@@ -27,6 +27,7 @@
 #include <tally/oom.h>
 
 #include "names/names.h"
+#include "runtime/fork.h"
 #include "runtime/grace.h"
 
 /* The CPU argument of the system domain's charges: the current one. */
@@ -147,7 +148,7 @@ struct tally_memcg_tree {
 	unsigned long nr_groups;
 	unsigned long nr_zombies;
 
-	struct tally_memcg_tree *next_tree;
+	struct tally_fork_node fork_node;	/* memcg.c: live trees */
 };
 
 enum { MEMCG_KILLED, MEMCG_NO_VICTIM, MEMCG_KILL_BUSY };

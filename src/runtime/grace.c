@@ -43,6 +43,7 @@
 #include <tally/percpu.h>
 
 #include "grace.h"
+#include "fork.h"
 #include "percpu_internal.h"
 
 #define GRACE_SHARDS 64
@@ -205,5 +206,6 @@ static void fork_child(void)
 
 __attribute__((constructor)) static void grace_init(void)
 {
-	pthread_atfork(fork_prepare, fork_parent, fork_child);
+	tally_fork_register(TALLY_FORK_GRACE, fork_prepare, fork_parent,
+			    fork_child);
 }

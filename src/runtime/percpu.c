@@ -19,13 +19,11 @@
  * gets its pages from the first CPU that writes them (the CPU itself, for
  * updates).
  *
- * fork(): every live pool is in a registry; the handlers installed at load
- * time take the registry lock, then each pool's lock, before fork, and the
- * child re-initialises them all, so a thread that was allocating in the
- * parent cannot leave the child's allocator locked.  Being installed
- * before any statistics tree installs its own handlers, they run after the
- * tree's prepare handler: a tree takes its topology lock, then allocates,
- * and fork takes the locks in that same order.
+ * fork(): every live pool is in a registry; the handlers (rank
+ * TALLY_FORK_PERCPU of runtime/fork.h, the last: every layer allocates
+ * under its own locks) take the registry lock, then each pool's lock,
+ * before fork, and the child re-initialises them all, so a thread that
+ * was allocating in the parent cannot leave the child's allocator locked.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -34,6 +32,7 @@
 #include <sys/mman.h>
 
 #include <tally/percpu.h>
+#include "fork.h"
 #include "percpu_internal.h"
 
 #define GRANULE 8u
@@ -207,14 +206,7 @@ out:
 
 /* --- registry of live pools, for fork ------------------------------------ */
 
-void tally_mutex_reset(pthread_mutex_t *lock)
-{
-	pthread_mutex_unlock(lock);
-	pthread_mutex_init(lock, NULL);
-}
-
-static pthread_mutex_t pools_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct tally_percpu_pool *pools;
+static struct tally_fork_list pools = TALLY_FORK_LIST_INIT;
 
 void tally_percpu_pool_init(struct tally_percpu_pool *pool,
 			    unsigned int nr_units)
@@ -222,27 +214,25 @@ void tally_percpu_pool_init(struct tally_percpu_pool *pool,
 	pthread_mutex_init(&pool->lock, NULL);
 	pool->chunks = NULL;
 	pool->nr_units = nr_units;
-	pool->prev = NULL;
-	pthread_mutex_lock(&pools_lock);
-	pool->next = pools;
-	if (pools)
-		pools->prev = pool;
-	pools = pool;
-	pthread_mutex_unlock(&pools_lock);
+	tally_fork_list_add(&pools, &pool->fork_node);
 }
 
 static void fork_prepare(void)
 {
-	pthread_mutex_lock(&pools_lock);
-	for (struct tally_percpu_pool *p = pools; p; p = p->next)
+	struct tally_percpu_pool *p;
+
+	pthread_mutex_lock(&pools.lock);
+	tally_fork_for_each(p, &pools, struct tally_percpu_pool, fork_node)
 		pthread_mutex_lock(&p->lock);
 }
 
 static void fork_parent(void)
 {
-	for (struct tally_percpu_pool *p = pools; p; p = p->next)
+	struct tally_percpu_pool *p;
+
+	tally_fork_for_each(p, &pools, struct tally_percpu_pool, fork_node)
 		pthread_mutex_unlock(&p->lock);
-	pthread_mutex_unlock(&pools_lock);
+	pthread_mutex_unlock(&pools.lock);
 }
 
 /*
@@ -253,28 +243,24 @@ static void fork_parent(void)
  */
 static void fork_child(void)
 {
-	for (struct tally_percpu_pool *p = pools; p; p = p->next)
+	struct tally_percpu_pool *p;
+
+	tally_fork_for_each(p, &pools, struct tally_percpu_pool, fork_node)
 		tally_mutex_reset(&p->lock);
-	tally_mutex_reset(&pools_lock);
+	tally_mutex_reset(&pools.lock);
 }
 
 __attribute__((constructor)) static void install_fork_handlers(void)
 {
-	pthread_atfork(fork_prepare, fork_parent, fork_child);
+	tally_fork_register(TALLY_FORK_PERCPU, fork_prepare, fork_parent,
+			    fork_child);
 }
 
 void tally_percpu_pool_release(struct tally_percpu_pool *pool)
 {
 	struct tally_percpu_chunk *ch = pool->chunks;
 
-	pthread_mutex_lock(&pools_lock);
-	if (pool->prev)
-		pool->prev->next = pool->next;
-	else
-		pools = pool->next;
-	if (pool->next)
-		pool->next->prev = pool->prev;
-	pthread_mutex_unlock(&pools_lock);
+	tally_fork_list_del(&pools, &pool->fork_node);
 
 	while (ch) {
 		struct tally_percpu_chunk *next = ch->next;

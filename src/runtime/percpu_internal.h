@@ -13,14 +13,15 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "fork.h"
+
 struct tally_percpu_chunk;
 
 struct tally_percpu_pool {
 	pthread_mutex_t lock;		/* chunks and their bitmaps */
 	struct tally_percpu_chunk *chunks;
 	unsigned int nr_units;		/* one unit per CPU */
-	/* Registry of live pools, for the fork handlers. */
-	struct tally_percpu_pool *prev, *next;
+	struct tally_fork_node fork_node;	/* live pools, for fork */
 };
 
 /* Set up an empty pool of @nr_units units and register it. */
@@ -36,12 +37,6 @@ void tally_percpu_pool_free(struct tally_percpu_pool *pool, void *ptr);
 
 /* Unregister @pool and unmap every chunk; nothing of it may be in use. */
 void tally_percpu_pool_release(struct tally_percpu_pool *pool);
-
-/*
- * In a fork child, a mutex its thread took before fork: unlock it, then
- * initialise it afresh (no waiter of the parent left in it).
- */
-void tally_mutex_reset(pthread_mutex_t *lock);
 
 /*
  * Make sure this thread's rseq area is usable: sets the mode up, registers

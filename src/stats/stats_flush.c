@@ -67,14 +67,7 @@
  * last pusher wakes: it never burns a CPU on a preempted or stopped
  * updater (but it does wait for it to run again).
  *
- * Barrier modes (process-wide, stats_barrier_state): MEMBARRIER; FENCED
- * (TALLY_MEMBARRIER=off, or registration refused): updates and flushes
- * both fence, so an idle mark is settled at once; SWITCHING: membarrier()
- * failed at a barrier, updates fence from now on and each barrier is a
- * heavy one (membarrier GLOBAL, else a TLB shootdown) until one has
- * completed, which covers the updates that had not seen the switch; then
- * FENCED.  Simulated domains: updates are sequentially consistent atomics,
- * marks are settled at once too.
+ * Barriers, their modes and tickets: stats_barrier.c.
  *
  * Cost of a flush: O(nr_cpus) pops, waits and lock round trips (one per
  * CPU) plus O(updated groups x nr_stats), where the updated groups include
@@ -82,199 +75,17 @@
  * one membarrier() per SETTLE_NS at most, whatever the flush rate.
  */
 #define _GNU_SOURCE
-#include <errno.h>
 #include <linux/futex.h>
-#include <linux/membarrier.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "runtime/fork.h"
 #include "runtime/inject.h"
+#include "stats_barrier.h"
 #include "stats_internal.h"
-
-enum { BARRIER_MEMBARRIER, BARRIER_SWITCHING, BARRIER_FENCED };
-
-int stats_barrier_state;
 
 /* Spins of pass 1 on a push in progress before it sleeps. */
 #define PUSH_SPINS 256
-
-/*
- * Least time between two barriers of stats_flush_settle(): what a node
- * updated once may stay on the flush path, and a bound of 100 system
- * calls a second (membarrier() is serialised across the whole machine,
- * and each one interrupts every CPU running the process).
- */
-#define SETTLE_NS 10000000ull
-
-/* Process-wide barrier tickets: every tree's marks share the barrier. */
-static struct {
-	unsigned long started;	/* tickets taken */
-	unsigned long done;	/* the highest ticket whose barrier completed */
-	uint64_t last_ns;	/* when stats_flush_settle() last issued one */
-	/*
-	 * Least CLOCK_MONOTONIC_COARSE time between two (a few ns to read,
-	 * against tens for the precise clock, on every flush): SETTLE_NS
-	 * plus its resolution, so that SETTLE_NS really passed.
-	 */
-	uint64_t gap_ns;
-} barriers __attribute__((aligned(STATS_CACHELINE))) = {
-	.gap_ns = 2 * SETTLE_NS,
-};
-
-static uint64_t coarse_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-/* --- barrier ------------------------------------------------------------ */
-
-static int membarrier_cmd(int cmd, enum tally_inject_point point)
-{
-	int err = tally_inject(point);
-
-	if (err) {
-		errno = err;
-		return -1;
-	}
-	return (int)syscall(__NR_membarrier, cmd, 0, 0);
-}
-
-static void setup_barrier_mode(void)
-{
-	const char *env = getenv("TALLY_MEMBARRIER");
-	struct timespec res;
-
-	if (!clock_getres(CLOCK_MONOTONIC_COARSE, &res) && !res.tv_sec)
-		__atomic_store_n(&barriers.gap_ns,
-				 SETTLE_NS + (uint64_t)res.tv_nsec,
-				 __ATOMIC_RELAXED);
-
-	if ((env && !strcmp(env, "off")) ||
-	    syscall(__NR_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED,
-		    0, 0))
-		__atomic_store_n(&stats_barrier_state, BARRIER_FENCED,
-				 __ATOMIC_SEQ_CST);
-}
-
-void stats_barrier_setup(void)
-{
-	static pthread_once_t once = PTHREAD_ONCE_INIT;
-
-	pthread_once(&once, setup_barrier_mode);
-}
-
-/*
- * Unmapping a page this thread just wrote makes the kernel shoot down its
- * TLB entry on every CPU running a thread of the process: an interrupt
- * there, which drains the store buffer (the fallback of folly's
- * asymmetric barrier and of .NET's FlushProcessWriteBuffers).
- */
-static void tlb_shootdown_barrier(void)
-{
-	long page = sysconf(_SC_PAGESIZE);
-	volatile char *p = mmap(NULL, (size_t)page, PROT_READ | PROT_WRITE,
-				MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-
-	if (p == MAP_FAILED) {
-		fprintf(stderr, "tally: membarrier() failed and mmap() too "
-				"(%s): no process-wide barrier, stopping\n",
-			strerror(errno));
-		abort();
-	}
-	*p = 1;
-	munmap((void *)p, (size_t)page);
-}
-
-/* A barrier that also orders updates that do not fence. */
-static void heavy_barrier(void)
-{
-	if (membarrier_cmd(MEMBARRIER_CMD_GLOBAL,
-			   TALLY_INJECT_MEMBARRIER_GLOBAL))
-		tlb_shootdown_barrier();
-}
-
-/* Make every update whose queued check came before the call visible. */
-static void flush_barrier(const struct tally_stats_tree *t)
-{
-	int state = __atomic_load_n(&stats_barrier_state, __ATOMIC_SEQ_CST);
-	int expected = BARRIER_MEMBARRIER;
-
-	if (t->simulated || state == BARRIER_FENCED) {
-		__atomic_thread_fence(__ATOMIC_SEQ_CST);
-		return;
-	}
-	if (state == BARRIER_MEMBARRIER &&
-	    !membarrier_cmd(MEMBARRIER_CMD_PRIVATE_EXPEDITED,
-			    TALLY_INJECT_MEMBARRIER))
-		return;
-	/* Updates fence from now on; this barrier covers those that did not. */
-	__atomic_compare_exchange_n(&stats_barrier_state, &expected,
-				    BARRIER_SWITCHING, false, __ATOMIC_SEQ_CST,
-				    __ATOMIC_SEQ_CST);
-	heavy_barrier();
-	expected = BARRIER_SWITCHING;
-	__atomic_compare_exchange_n(&stats_barrier_state, &expected,
-				    BARRIER_FENCED, false, __ATOMIC_SEQ_CST,
-				    __ATOMIC_SEQ_CST);
-}
-
-/* Whether a barrier with a ticket after @mark has completed. */
-static bool mark_settled(unsigned long done, unsigned long mark)
-{
-	return (long)(done - mark) > 0;
-}
-
-/* A barrier with a ticket: it settles every mark taken before it. */
-static void ticketed_barrier(struct tally_stats_tree *t)
-{
-	unsigned long ticket = __atomic_add_fetch(&barriers.started, 1,
-						  __ATOMIC_SEQ_CST);
-	unsigned long done = __atomic_load_n(&barriers.done, __ATOMIC_RELAXED);
-
-	flush_barrier(t);
-	/* Raise done to our ticket, unless a later barrier did already. */
-	while ((long)(ticket - done) > 0 &&
-	       !__atomic_compare_exchange_n(&barriers.done, &done, ticket,
-					    false, __ATOMIC_RELEASE,
-					    __ATOMIC_RELAXED))
-		;
-	stats_count_info(&t->info.barriers, 1);
-}
-
-/*
- * The ticket an idle mark notes: settled at once when updates order
- * themselves (fenced, simulated), else by the next barrier to start.
- */
-static unsigned long idle_mark(bool immediate)
-{
-	if (immediate)
-		return __atomic_load_n(&barriers.done, __ATOMIC_RELAXED) - 1;
-	return __atomic_load_n(&barriers.started, __ATOMIC_SEQ_CST);
-}
-
-void stats_flush_settle(struct tally_stats_tree *t)
-{
-	uint64_t now, last;
-
-	if (!__atomic_load_n(&t->unsettled, __ATOMIC_RELAXED))
-		return;
-	now = coarse_ns();
-	last = __atomic_load_n(&barriers.last_ns, __ATOMIC_RELAXED);
-	if (now - last < __atomic_load_n(&barriers.gap_ns, __ATOMIC_RELAXED) ||
-	    !__atomic_compare_exchange_n(&barriers.last_ns, &last, now, false,
-					 __ATOMIC_RELAXED, __ATOMIC_RELAXED))
-		return;
-	/* A node left waiting after our ticket sets it again. */
-	__atomic_store_n(&t->unsettled, false, __ATOMIC_SEQ_CST);
-	ticketed_barrier(t);
-}
 
 /* --- waiting for pushes ------------------------------------------------- */
 
@@ -316,7 +127,7 @@ static void link_updated(struct tally_stats_group *g, unsigned int cpu)
 			return;
 		/* Loaded without the lock by stats_group_clean(). */
 		__atomic_store_n(&fp->linked, true, __ATOMIC_RELAXED);
-		fp->marked = idle_mark(true);
+		fp->marked = stats_barrier_mark(true);
 		if (g->parent) {
 			struct stats_fpcpu *pfp = fpcpu_of(g->parent, cpu);
 
@@ -397,7 +208,7 @@ static void mark_cpu(struct tally_stats_group *g, unsigned int cpu,
 						&linked, QUEUE_IDLE, false,
 						__ATOMIC_SEQ_CST,
 						__ATOMIC_RELAXED))
-			fpcpu_of(n, cpu)->marked = idle_mark(immediate);
+			fpcpu_of(n, cpu)->marked = stats_barrier_mark(immediate);
 	}
 }
 
@@ -502,7 +313,7 @@ static uint64_t fold_cpu(struct tally_stats_group *g, unsigned int cpu,
 {
 	struct tally_stats_group *n, *next;
 	/* Before the stat loads: the barriers up to done made them visible. */
-	unsigned long done = __atomic_load_n(&barriers.done, __ATOMIC_ACQUIRE);
+	unsigned long done = stats_barrier_done();
 	bool moved_up = false;
 	uint64_t visited = 0;
 
@@ -518,7 +329,7 @@ static uint64_t fold_cpu(struct tally_stats_group *g, unsigned int cpu,
 		    __atomic_load_n(&pcpu_of(n, cpu)->queued,
 				    __ATOMIC_SEQ_CST) != QUEUE_IDLE)
 			continue;
-		if (mark_settled(done, fp->marked))
+		if (stats_mark_settled(done, fp->marked))
 			unlink_node(fp);
 		else
 			*unsettled = true;
@@ -576,9 +387,7 @@ void stats_flush_subtree(struct tally_stats_tree *t,
 	/* The clock only for a root flush: ratelimited reads look at it. */
 	uint64_t start = g->parent ? 0 : stats_now(t), visited = 0;
 	/* Updates fence or are seq_cst atomics: a fence settles the marks. */
-	bool immediate = t->simulated ||
-			 __atomic_load_n(&stats_barrier_state,
-					 __ATOMIC_SEQ_CST) == BARRIER_FENCED;
+	bool immediate = t->simulated || stats_barriers_fenced();
 
 	__atomic_store_n(&g->over, 0, __ATOMIC_RELAXED);
 	zero_over(t, g);
@@ -586,7 +395,7 @@ void stats_flush_subtree(struct tally_stats_tree *t,
 		for (unsigned int cpu = 0; cpu < nr; cpu++)
 			flush_cpu(t, g, cpu, true, false, false);
 		tally_inject(TALLY_INJECT_FLUSH_BETWEEN_PASSES);
-		ticketed_barrier(t);
+		stats_barrier_ticketed(t);
 		for (unsigned int cpu = 0; cpu < nr; cpu++)
 			visited += flush_cpu(t, g, cpu, false, true, false);
 	} else {
@@ -661,9 +470,8 @@ void stats_flush_fork_parent(struct tally_stats_tree *t)
 }
 
 /* Push (g, cpu) back on the child's list if a parent thread claimed it. */
-static void relist_claimed(struct tally_stats_group *g, void *arg)
+void stats_flush_fork_relist(struct tally_stats_group *g, unsigned int cpu)
 {
-	unsigned int cpu = *(unsigned int *)arg;
 	struct stats_pcpu **head = tally_percpu_ptr(g->tree->lists, cpu);
 	struct stats_pcpu *pc = pcpu_of(g, cpu);
 
@@ -674,43 +482,38 @@ static void relist_claimed(struct tally_stats_group *g, void *arg)
 	}
 }
 
-/* A taker of a cache in a parent thread may have left @g's count. */
-static void release_cached(struct tally_stats_group *g, void *arg)
+/*
+ * Flushes the parent's threads were running left groups linked, which the
+ * next flush visits: nothing to undo.
+ */
+void stats_flush_fork_child(struct tally_stats_tree *t)
 {
-	(void)arg;
-	for (unsigned int cpu = 0; cpu < g->tree->domain->nr_cpus; cpu++)
-		stats_hcache_fork_child(g, cpu);
+	tally_mutex_reset(&t->flush_lock);
 }
 
 /*
  * The child has only the forking thread.  A thread caught between
  * claiming a group and pushing it never pushes it here, and the CPU's
- * pushing count would never drop: such a CPU's list is rebuilt from the
- * groups marked listed.  A thread caught taking a CPU's hint cache (in
- * the cache's stealing count) never moves the count it took over: every
- * group's cached counts on CPUs whose cache names another group go to
- * their chains.  Flushes the parent's threads were running left groups linked,
- * which the next flush visits: nothing to undo.
+ * pushing count would never drop: such a CPU's list is emptied, to be
+ * rebuilt from the groups marked listed.  A thread caught taking a CPU's
+ * hint cache (in the cache's stealing count) never moves the count it
+ * took over.
  */
-void stats_flush_fork_child(struct tally_stats_tree *t)
+unsigned int stats_flush_fork_forget_cpu(struct tally_stats_tree *t,
+					 unsigned int cpu)
 {
-	bool caught = false;
+	unsigned int *pushing = tally_percpu_ptr(t->pushing, cpu);
+	struct stats_hcache *hc = tally_percpu_ptr(t->hcache, cpu);
+	unsigned int repair = 0;
 
-	tally_mutex_reset(&t->flush_lock);
-	for (unsigned int cpu = 0; cpu < t->domain->nr_cpus; cpu++) {
-		unsigned int *pushing = tally_percpu_ptr(t->pushing, cpu);
-		struct stats_hcache *hc = tally_percpu_ptr(t->hcache, cpu);
-
-		if (hc->stealing) {
-			caught = true;
-			hc->stealing = 0;
-		}
-		if (!*pushing)
-			continue;
+	if (hc->stealing) {
+		repair |= STATS_FORK_CACHES;
+		hc->stealing = 0;
+	}
+	if (*pushing) {
+		repair |= STATS_FORK_RELIST;
 		*pushing = 0;
 		*(struct stats_pcpu **)tally_percpu_ptr(t->lists, cpu) = NULL;
-		stats_for_each_group(t, relist_claimed, &cpu);
 	}
-	if (caught)
-		stats_for_each_group(t, release_cached, NULL);
+	return repair;
 }

@@ -8,13 +8,14 @@
  * One concept per file, and each lock belongs to one file:
  *
  *   stats_update.c    updates: one rseq sequence, no lock, no allocation
- *   stats_flush.c     the flush engine: two passes; the barriers
- *                     that let groups leave the flush path        flush_lock
+ *   stats_flush.c     the flush engine: two passes                flush_lock
+ *   stats_barrier.c   the process's barriers that let groups
+ *                     leave the flush path                        (atomics)
  *   stats_read.c      reads; the TALLY design's shared, fresh
  *                     flushes                                     coord_lock
  *   stats_group.c     group lifetime, names, paths                topo_lock
  *   stats_periodic.c  the periodic flusher                        periodic_lock
- *   stats_fork.c      fork(): every lock, in the order above      trees_lock
+ *   stats_fork.c      fork(): every lock, in the order above      trees.lock
  *   stats_tree.c      trees, schemas, info
  *   stats_snapshot.c  the exporter's rows (stats_snapshot.h)
  *
@@ -24,9 +25,9 @@
  * `tally bench stats` (bench/stats_designs.c) through the same hook.
  *
  * Lock order (fork_prepare takes them in this order, tree by tree):
- * trees_lock, topo_lock, the design's locks (coord_lock for TALLY),
- * flush_lock, periodic_lock; then the per-CPU allocator's locks (its
- * handlers are registered before ours, so its prepare runs after).
+ * the registry's lock, topo_lock, the design's locks (coord_lock for
+ * TALLY), flush_lock, periodic_lock; then the lower layers' locks
+ * (counters, grace periods, the per-CPU allocator: runtime/fork.h).
  */
 
 #include <pthread.h>
@@ -206,7 +207,7 @@ struct tally_stats_tree {
 	bool periodic_running, periodic_stop;
 
 	struct tally_stats_info info;	/* atomics */
-	struct tally_stats_tree *next_tree;	/* stats_fork.c registry */
+	struct tally_fork_node fork_node;	/* stats_fork.c registry */
 #ifdef TALLY_DEBUG
 	struct tally_stats_group *graveyard;	/* under topo_lock */
 #endif
@@ -287,7 +288,7 @@ void stats_hcache_evict(struct tally_stats_group *g);
 /* In a child of fork(): @g's cached count on @cpu, if a taker left it. */
 void stats_hcache_fork_child(struct tally_stats_group *g, unsigned int cpu);
 
-/* --- stats_flush.c ------------------------------------------------------ */
+/* --- stats_barrier.c, stats_flush.c ----------------------------------- */
 
 #define STATS_PUSH_WAITERS 0x80000000u
 
@@ -331,6 +332,17 @@ void stats_flush_quiesce(struct tally_stats_tree *t);
 void stats_flush_fork_prepare(struct tally_stats_tree *t);
 void stats_flush_fork_parent(struct tally_stats_tree *t);
 void stats_flush_fork_child(struct tally_stats_tree *t);
+/*
+ * In a fork child, after stats_flush_fork_child(): forget the pushes and
+ * cache takes the parent's threads left in flight on @cpu.  Returns what
+ * stats_fork.c must repair over every group: STATS_FORK_RELIST, rebuild
+ * @cpu's list with stats_flush_fork_relist(); STATS_FORK_CACHES, move
+ * the counts left in hint caches (stats_hcache_fork_child()).
+ */
+enum { STATS_FORK_RELIST = 1, STATS_FORK_CACHES = 2 };
+unsigned int stats_flush_fork_forget_cpu(struct tally_stats_tree *t,
+					 unsigned int cpu);
+void stats_flush_fork_relist(struct tally_stats_group *g, unsigned int cpu);
 
 /* --- stats_read.c ------------------------------------------------------- */
 

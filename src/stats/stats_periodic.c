@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <time.h>
 
+#include "runtime/fork.h"
 #include "stats_internal.h"
 
 int tally_stats_periodic_tick(struct tally_stats_tree *t)

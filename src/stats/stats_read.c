@@ -43,6 +43,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "runtime/fork.h"
 #include "stats_internal.h"
 
 /*

@@ -34,11 +34,20 @@
  * grace_poll() is O(GRACE_SHARDS) plus the callbacks it runs.  Nothing
  * here allocates.
  *
+ * Callbacks run outside the lock, by whichever thread polls.  A poller
+ * publishes what it took (a batch on its stack, in gp.batches) and which
+ * owner's callback it is running, so that grace_flush_owner() finds every
+ * callback of a tree that is being destroyed: queued, taken by a poller
+ * and not started (it runs those itself), or running (it waits for it,
+ * sleeping on gp.done).
+ *
  * fork(): the child has only the forking thread, so the counts are rebuilt
- * from that thread's own sections (it may fork inside one).
+ * from that thread's own sections (it may fork inside one), and the
+ * callbacks other threads had taken and not started go back to the queue.
  */
 #include <pthread.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include <tally/percpu.h>
 
@@ -59,9 +68,23 @@ static struct {
 	struct grace_node *head;
 	struct grace_node **tail;
 	unsigned long pending;
+	struct grace_batch *batches;	/* taken by pollers, under lock */
+	pthread_cond_t done;		/* a taken callback ended */
 } gp = {
 	.lock = PTHREAD_MUTEX_INITIALIZER,
 	.tail = &gp.head,
+	.done = PTHREAD_COND_INITIALIZER,
+};
+
+/*
+ * What one grace_poll() took off the queue, on its stack: the callbacks
+ * not started yet, and the owner of the one running (NULL between two).
+ */
+struct grace_batch {
+	struct grace_batch *next;
+	struct grace_node *todo;
+	const void *running;
+	pthread_t poller;
 };
 
 /* This thread's open sections per index: the fork child's counts. */
@@ -123,9 +146,20 @@ void grace_retire(struct grace_node *node, void (*fn)(struct grace_node *),
 	pthread_mutex_unlock(&gp.lock);
 }
 
+/* Caller holds gp.lock: take @b off gp.batches. */
+static void batch_unlink(struct grace_batch *b)
+{
+	struct grace_batch **link = &gp.batches;
+
+	while (*link != b)
+		link = &(*link)->next;
+	*link = b->next;
+}
+
 void grace_poll(void)
 {
-	struct grace_node *done = NULL, **done_tail = &done;
+	struct grace_batch b = { .poller = pthread_self() };
+	struct grace_node **todo_tail = &b.todo;
 
 	if (!__atomic_load_n(&gp.pending, __ATOMIC_RELAXED))
 		return;
@@ -140,42 +174,80 @@ void grace_poll(void)
 			gp.tail = &gp.head;
 		__atomic_sub_fetch(&gp.pending, 1, __ATOMIC_RELAXED);
 		n->next = NULL;
-		*done_tail = n;
-		done_tail = &n->next;
+		*todo_tail = n;
+		todo_tail = &n->next;
 	}
-	pthread_mutex_unlock(&gp.lock);
+	if (!b.todo) {
+		pthread_mutex_unlock(&gp.lock);
+		return;
+	}
+	b.next = gp.batches;
+	gp.batches = &b;
 	/* Outside the lock: a callback may retire more (a parent's put). */
-	while (done) {
-		struct grace_node *n = done;
+	while (b.todo) {
+		struct grace_node *n = b.todo;
 
-		done = n->next;
+		b.todo = n->next;
+		b.running = n->owner;
+		pthread_mutex_unlock(&gp.lock);
 		n->fn(n);
+		pthread_mutex_lock(&gp.lock);
+		b.running = NULL;
+		pthread_cond_broadcast(&gp.done);
 	}
+	batch_unlink(&b);
+	pthread_mutex_unlock(&gp.lock);
+}
+
+/* Caller holds gp.lock: unlink and return a queued callback of @owner. */
+static struct grace_node *take_owned(struct grace_node **link,
+				     struct grace_node ***tail,
+				     const void *owner)
+{
+	for (; *link; link = &(*link)->next) {
+		struct grace_node *n = *link;
+
+		if (n->owner != owner)
+			continue;
+		*link = n->next;
+		if (tail && !*link)
+			*tail = link;
+		return n;
+	}
+	return NULL;
 }
 
 void grace_flush_owner(const void *owner)
 {
+	pthread_mutex_lock(&gp.lock);
 	for (;;) {
-		struct grace_node *found = NULL;
+		struct grace_node *found = take_owned(&gp.head, &gp.tail,
+						      owner);
+		bool running = false;
 
-		pthread_mutex_lock(&gp.lock);
-		for (struct grace_node **link = &gp.head; *link;
-		     link = &(*link)->next) {
-			if ((*link)->owner != owner)
-				continue;
-			found = *link;
-			*link = found->next;
-			if (!*link)
-				gp.tail = link;
+		if (found) {
 			__atomic_sub_fetch(&gp.pending, 1, __ATOMIC_RELAXED);
-			break;
+		} else {
+			/* Taken by a poller, not started: ours to run. */
+			for (struct grace_batch *b = gp.batches;
+			     b && !found; b = b->next)
+				found = take_owned(&b->todo, NULL, owner);
 		}
-		pthread_mutex_unlock(&gp.lock);
-		if (!found)
-			return;
-		/* One at a time: a callback may retire another of @owner. */
-		found->fn(found);
+		if (found) {
+			pthread_mutex_unlock(&gp.lock);
+			/* One at a time: it may retire another of @owner. */
+			found->fn(found);
+			pthread_mutex_lock(&gp.lock);
+			continue;
+		}
+		for (struct grace_batch *b = gp.batches; b; b = b->next)
+			running |= b->running == owner;
+		if (!running)
+			break;
+		/* Running in a poller: its end is the owner's, not ours. */
+		pthread_cond_wait(&gp.done, &gp.lock);
 	}
+	pthread_mutex_unlock(&gp.lock);
 }
 
 unsigned long grace_pending(void)
@@ -201,7 +273,33 @@ static void fork_child(void)
 		gp.shard[i].readers[0] = gp.shard[i].readers[1] = 0;
 	gp.shard[0].readers[0] = held[0];
 	gp.shard[0].readers[1] = held[1];
+	/*
+	 * Other threads' pollers are gone: the callbacks they had taken and
+	 * not started go back to the front of the queue (their grace period
+	 * has ended); one they were running is lost with them, half done.
+	 * This thread's own poll, if it forked from a callback, goes on.
+	 */
+	for (struct grace_batch **link = &gp.batches; *link;) {
+		struct grace_batch *b = *link;
+
+		if (pthread_equal(b->poller, pthread_self())) {
+			link = &b->next;
+			continue;
+		}
+		*link = b->next;
+		while (b->todo) {
+			struct grace_node *n = b->todo;
+
+			b->todo = n->next;
+			n->next = gp.head;
+			if (!gp.head)
+				gp.tail = &n->next;
+			gp.head = n;
+			__atomic_add_fetch(&gp.pending, 1, __ATOMIC_RELAXED);
+		}
+	}
 	tally_mutex_reset(&gp.lock);
+	pthread_cond_init(&gp.done, NULL);
 }
 
 __attribute__((constructor)) static void grace_init(void)

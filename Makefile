@@ -70,7 +70,8 @@ HAVE_JEMALLOC := $(shell printf '\043include <jemalloc/jemalloc.h>\n' | \
 	$(CC) -E -x c - >/dev/null 2>&1 && echo yes)
 JEMALLOC ?= $(if $(HAVE_JEMALLOC),yes,no)
 JE_HEADERS := include/tally/jemalloc.h
-JE_OBJ := $(BUILD)/obj/src/jemalloc/tally_jemalloc.o
+JE_OBJ := $(BUILD)/obj/src/jemalloc/tally_jemalloc.o \
+	$(BUILD)/obj/src/jemalloc/tally_jemalloc_hooks.o
 RUN_OBJ := $(BUILD)/obj/src/jemalloc/run_preload.o
 JE_LIBS := -ljemalloc
 JE_TEST_SRC := $(wildcard tests/jemalloc/*.c)

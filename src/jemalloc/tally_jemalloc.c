@@ -3,33 +3,17 @@
  * tally_jemalloc.c - jemalloc's pages charged to memory groups through
  * per-group arenas and extent hooks (tally/jemalloc.h has the design).
  *
- * Every arena the integration knows has a struct arena: the extent hooks
- * jemalloc calls (its first member, so a hook finds its arena from the
- * hooks pointer), the group it charges, and the bytes it charged.  The
- * hooks:
- *
- *   alloc     maps address space with jemalloc's default hook and reports
- *             it uncommitted unless jemalloc asks for committed memory
- *             (then charges it);
- *   commit    charges (the pages are already mapped read-write: Linux
- *             overcommits, committing costs nothing but the charge);
- *   decommit  madvise(MADV_DONTNEED), then uncharges: jemalloc purges
- *             through it, so purged and retained pages are not charged;
- *   dalloc    none: jemalloc keeps the address space (retained), as it
- *             does by default on Linux;
- *   destroy   unmaps, uncharging what was committed;
- *   purge     lazy: none (no muzzy pages); forced: MADV_DONTNEED;
- *   split, merge: jemalloc's defaults (nothing to charge).
- *
- * A refused charge purges every arena's dirty pages (mallctl
- * arena.<all>.purge) and retries with the group's reclaim and OOM policy;
- * a refusal makes the hook fail, and jemalloc returns NULL (ENOMEM).
+ * This half keeps the arenas and the groups: every arena jemalloc has is
+ * described by a struct arena (jemalloc_internal.h) whose extent hooks
+ * (tally_jemalloc_hooks.c) charge the group the arena is given to; a
+ * group gets opts.arenas_per_group arenas of its own, taken from a pool of
+ * empty ones, and a thread is bound to one of its current group's.
  * Purging from inside a hook is safe in jemalloc 5.3: the hooks are called
  * with at most the arena's grow mutex held, which the purge path (decay,
  * decommit, record into the retained cache) never takes, and never with
  * the control mutex held once the arenas exist (arenas are created with
  * their metadata on the default hooks, and the install of the automatic
- * arenas' hooks charges nothing; see in_install).
+ * arenas' hooks charges nothing: tally_je_installing()).
  *
  * Locks: one mutex (fork-safe) over the table of groups and the free
  * arenas; the hooks take none of ours.
@@ -49,19 +33,7 @@
 #include <tally/jemalloc.h>
 #include <tally/memcg_current.h>
 
-/* jemalloc's limit: MALLOCX_ARENA() has 12 bits. */
-#define MAX_ARENAS 4096u
-#define MAX_SHARDS 64u
-#define DEFAULT_SHARDS_MAX 8u
-
-struct arena {
-	extent_hooks_t hooks;		/* first: what jemalloc hands us */
-	unsigned int ind;
-	_Atomic(struct tally_memcg *) group;
-	atomic_long charged;
-	struct arena *next_free;	/* in the pool */
-	bool is_auto;
-};
+#include "jemalloc_internal.h"
 
 /* The arenas of one group. */
 struct group_arenas {
@@ -75,7 +47,6 @@ static struct {
 	pthread_mutex_t lock;
 	bool installed;
 	struct tally_jemalloc_options opts;
-	extent_hooks_t *dflt;		/* jemalloc's default hooks */
 	struct arena arenas[MAX_ARENAS];	/* by jemalloc index */
 	struct group_arenas *groups;	/* live groups' arenas */
 	struct group_arenas *retired;	/* released, not empty yet */
@@ -91,19 +62,6 @@ static __thread int thread_arena = -1;
 static __thread int thread_auto_arena = -1;
 static __thread unsigned int thread_shard;
 static __thread bool thread_has_shard;
-/* The install of the automatic arenas' hooks: their metadata, mapped
- * through our alloc hook then, is not charged. */
-static __thread bool in_install;
-/*
- * The commit the calling thread's hooks refused last, if no hook ran
- * since.  When a commit is refused jemalloc falls back to a fresh mapping
- * of the same size, committed (extent_alloc_wrapper()): that is the same
- * allocation failing, refused here without a second charge attempt (the
- * group would count two max and oom events for one failed malloc()).
- */
-static __thread struct arena *refused_arena;
-static __thread size_t refused_size;
-
 /*
  * Every group reference the integration takes or drops: an arena holds
  * its group from the moment it is given to it until it goes back to the
@@ -118,163 +76,6 @@ static void group_hold(struct tally_memcg *g)
 static void group_drop(struct tally_memcg *g)
 {
 	tally_memcg_put(g);
-}
-
-static struct arena *arena_of(extent_hooks_t *h)
-{
-	return (struct arena *)h;
-}
-
-static void purge_all(void)
-{
-	char name[64];
-
-	snprintf(name, sizeof(name), "arena.%u.purge", MALLCTL_ARENAS_ALL);
-	mallctl(name, NULL, NULL, NULL, 0);
-}
-
-/* Charge @n bytes for @a; false (errno ENOMEM) when refused. */
-static bool charge(struct arena *a, size_t n)
-{
-	struct tally_memcg *g = atomic_load_explicit(&a->group,
-						     memory_order_acquire);
-	int ret;
-
-	if (n == 0)
-		return true;
-	if (g && !in_install) {
-		ret = tally_memcg_charge(g, (long)n, TALLY_MEMCG_NORECLAIM);
-		if (ret == -ENOMEM) {
-			purge_all();
-			ret = tally_memcg_charge(g, (long)n, 0);
-		}
-		if (ret < 0) {
-			errno = ENOMEM;
-			return false;
-		}
-		tally_memcg_stat_mod(g, TALLY_MEMCG_ANON, (long)n);
-	}
-	atomic_fetch_add_explicit(&a->charged, (long)n, memory_order_relaxed);
-	return true;
-}
-
-static void uncharge(struct arena *a, size_t n)
-{
-	struct tally_memcg *g = atomic_load_explicit(&a->group,
-						     memory_order_acquire);
-
-	if (n == 0)
-		return;
-	atomic_fetch_sub_explicit(&a->charged, (long)n, memory_order_relaxed);
-	if (g) {
-		tally_memcg_uncharge(g, (long)n);
-		tally_memcg_stat_mod(g, TALLY_MEMCG_ANON, -(long)n);
-	}
-}
-
-static void *hook_alloc(extent_hooks_t *h, void *new_addr, size_t size,
-			size_t alignment, bool *zero, bool *commit,
-			unsigned int ind)
-{
-	struct arena *a = arena_of(h);
-	bool want_commit = *commit;
-	bool retry = refused_arena == a && refused_size == size;
-	void *p;
-
-	refused_arena = NULL;
-	if (want_commit && retry && !new_addr) {
-		errno = ENOMEM;
-		return NULL;
-	}
-	if (want_commit && !in_install && !charge(a, size))
-		return NULL;
-	p = tj.dflt->alloc(tj.dflt, new_addr, size, alignment, zero, commit,
-			   ind);
-	if (!p) {
-		if (want_commit && !in_install)
-			uncharge(a, size);
-		return NULL;
-	}
-	/* Mapped read-write; committed only where jemalloc asked for it. */
-	*commit = want_commit;
-	return p;
-}
-
-static bool hook_commit(extent_hooks_t *h, void *addr, size_t size,
-			size_t offset, size_t length, unsigned int ind)
-{
-	(void)addr;
-	(void)size;
-	(void)ind;
-	refused_arena = NULL;
-	if (charge(arena_of(h), length))
-		return false;
-	refused_arena = arena_of(h);
-	refused_size = length;
-	return true;
-}
-
-static bool hook_decommit(extent_hooks_t *h, void *addr, size_t size,
-			  size_t offset, size_t length, unsigned int ind)
-{
-	(void)size;
-	(void)ind;
-	refused_arena = NULL;
-	if (madvise((char *)addr + offset, length, MADV_DONTNEED))
-		return true;
-	uncharge(arena_of(h), length);
-	return false;
-}
-
-static bool hook_purge_forced(extent_hooks_t *h, void *addr, size_t size,
-			      size_t offset, size_t length, unsigned int ind)
-{
-	(void)h;
-	(void)size;
-	(void)ind;
-	return madvise((char *)addr + offset, length, MADV_DONTNEED) != 0;
-}
-
-static void hook_destroy(extent_hooks_t *h, void *addr, size_t size,
-			 bool committed, unsigned int ind)
-{
-	if (committed)
-		uncharge(arena_of(h), size);
-	tj.dflt->destroy(tj.dflt, addr, size, committed, ind);
-}
-
-static bool hook_split(extent_hooks_t *h, void *addr, size_t size,
-		       size_t size_a, size_t size_b, bool committed,
-		       unsigned int ind)
-{
-	(void)h;
-	return tj.dflt->split(tj.dflt, addr, size, size_a, size_b, committed,
-			      ind);
-}
-
-static bool hook_merge(extent_hooks_t *h, void *addr_a, size_t size_a,
-		       void *addr_b, size_t size_b, bool committed,
-		       unsigned int ind)
-{
-	(void)h;
-	return tj.dflt->merge(tj.dflt, addr_a, size_a, addr_b, size_b,
-			      committed, ind);
-}
-
-static void arena_init_hooks(struct arena *a, unsigned int ind)
-{
-	a->hooks = (extent_hooks_t){
-		.alloc = hook_alloc,
-		.dalloc = NULL,
-		.destroy = hook_destroy,
-		.commit = hook_commit,
-		.decommit = hook_decommit,
-		.purge_lazy = NULL,
-		.purge_forced = hook_purge_forced,
-		.split = hook_split,
-		.merge = hook_merge,
-	};
-	a->ind = ind;
 }
 
 /*
@@ -387,7 +188,7 @@ static int install_auto(struct tally_memcg *g)
 			read_size(name, &retained);
 			held = active + dirty + muzzy + (long)retained;
 		}
-		arena_init_hooks(a, i);
+		tally_je_hooks_init(a, i);
 		a->is_auto = true;
 		group_hold(g);
 		atomic_store(&a->group, g);
@@ -398,9 +199,9 @@ static int install_auto(struct tally_memcg *g)
 			tally_memcg_stat_mod(g, TALLY_MEMCG_ANON, held);
 		}
 		snprintf(name, sizeof(name), "arena.%u.extent_hooks", i);
-		in_install = true;
+		tally_je_installing(true);
 		int ret = mallctl(name, NULL, NULL, &hp, sizeof(hp));
-		in_install = false;
+		tally_je_installing(false);
 		if (ret)
 			return -ENOTSUP;
 	}
@@ -434,9 +235,7 @@ int tally_jemalloc_init(const struct tally_jemalloc_options *opts)
 		ret = -ENOTSUP;
 		goto out;
 	}
-	len = sizeof(tj.dflt);
-	if (mallctl("arena.0.extent_hooks", &tj.dflt, &len, NULL, 0) ||
-	    read_size("arenas.page", &tj.page)) {
+	if (tally_je_hooks_setup() || read_size("arenas.page", &tj.page)) {
 		ret = -ENOTSUP;
 		goto out;
 	}
@@ -485,7 +284,7 @@ static struct arena *arena_create(void)
 	/* jemalloc may call the hooks of an arena as it creates it: the
 	 * index is not known before, so they start on a scratch arena with
 	 * no group (nothing is charged), then move to the real one. */
-	arena_init_hooks(&scratch, UINT32_MAX);
+	tally_je_hooks_init(&scratch, UINT32_MAX);
 	if (mallctl("experimental.arenas_create_ext", &ind, &len, &config,
 		    sizeof(config))) {
 		len = sizeof(ind);
@@ -499,7 +298,7 @@ static struct arena *arena_create(void)
 	extent_hooks_t *hp = &a->hooks;
 	char name[64];
 
-	arena_init_hooks(a, ind);
+	tally_je_hooks_init(a, ind);
 	snprintf(name, sizeof(name), "arena.%u.extent_hooks", ind);
 	if (mallctl(name, NULL, NULL, &hp, sizeof(hp)))
 		return NULL;
@@ -652,7 +451,7 @@ int tally_jemalloc_purge(struct tally_memcg *g)
 	if (!__atomic_load_n(&tj.installed, __ATOMIC_ACQUIRE))
 		return -ENOTSUP;
 	if (!g) {
-		purge_all();
+		tally_je_purge_all();
 		return 0;
 	}
 	pthread_mutex_lock(&tj.lock);

@@ -1,0 +1,57 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * jemalloc_internal.h - what the two halves of the jemalloc integration
+ * share: the arena record jemalloc's extent hooks are handed, and the
+ * hooks' interface (tally_jemalloc_hooks.c) to the arena and group
+ * bookkeeping (tally_jemalloc.c).  Nothing here is exported: the
+ * library's version script keeps only tally/jemalloc.h.
+ */
+#ifndef TALLY_JEMALLOC_INTERNAL_H
+#define TALLY_JEMALLOC_INTERNAL_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#include <jemalloc/jemalloc.h>
+
+#include <tally/memcg.h>
+
+/* jemalloc's limit: MALLOCX_ARENA() has 12 bits. */
+#define MAX_ARENAS 4096u
+#define MAX_SHARDS 64u
+#define DEFAULT_SHARDS_MAX 8u
+
+/*
+ * An arena the integration knows: the extent hooks jemalloc calls (first,
+ * so that a hook finds its arena from the hooks pointer), the group it
+ * charges and the bytes it charged.
+ */
+struct arena {
+	extent_hooks_t hooks;		/* first: what jemalloc hands us */
+	unsigned int ind;
+	_Atomic(struct tally_memcg *) group;
+	atomic_long charged;
+	struct arena *next_free;	/* in the pool */
+	bool is_auto;
+};
+
+/*
+ * Read jemalloc's default extent hooks, which ours call to map, unmap,
+ * split and merge.  Returns 0, or -1 if jemalloc does not answer.
+ */
+int tally_je_hooks_setup(void);
+
+/* Give @a our extent hooks, as the arena of jemalloc index @ind. */
+void tally_je_hooks_init(struct arena *a, unsigned int ind);
+
+/*
+ * Whether the calling thread is installing our hooks on the automatic
+ * arenas: the metadata jemalloc maps through them meanwhile is not
+ * charged.
+ */
+void tally_je_installing(bool on);
+
+/* Purge the dirty pages of every arena (mallctl arena.<all>.purge). */
+void tally_je_purge_all(void);
+
+#endif

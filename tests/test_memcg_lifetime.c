@@ -1606,3 +1606,81 @@ TEST(a_tree_destroyed_while_another_thread_runs_its_callbacks_outlives_them)
 	pthread_join(th, NULL);
 	tally_memcg_tree_destroy(b_tree);
 }
+
+/* ---- fork() from a kill callback -------------------------------------- */
+
+static struct {
+	struct tally_memcg_task task;
+	pid_t child;
+	pthread_t detacher;
+	int callback_done, detached_early;
+} forked_kill;
+
+static void *detach_victim(void *arg)
+{
+	(void)arg;
+	tally_memcg_task_detach(&forked_kill.task);
+	if (!LOAD(&forked_kill.callback_done))
+		STORE(&forked_kill.detached_early, 1);
+	return NULL;
+}
+
+/* Forks; the child detaches the victim while the callback goes on. */
+static void forking_kill(struct tally_memcg *h, struct tally_memcg_task *v,
+			 void *arg)
+{
+	(void)h;
+	(void)v;
+	(void)arg;
+	fflush(NULL);
+	forked_kill.child = fork();
+	if (forked_kill.child == 0) {
+		alarm(HARNESS_HANG_S);	/* a deadlock fails the test */
+		if (pthread_create(&forked_kill.detacher, NULL, detach_victim,
+				   NULL))
+			_exit(2);
+		/* Still using the victim: the detach must wait for us. */
+		usleep(50000);
+		STORE(&forked_kill.callback_done, 1);
+	}
+}
+
+/*
+ * memcg.h: the kill callback may fork(), and a detach of the victim waits
+ * until the callback returns.  In the child the forking thread is still
+ * inside the callback: a detach there must wait for it too, not find the
+ * kill forgotten by the child's fork handler.
+ */
+TEST(a_kill_callback_that_forks_keeps_detach_waiting_in_the_child)
+{
+	struct tally_memcg_oom_policy pol = { TALLY_MEMCG_OOM_KILL, 0,
+					      forking_kill, NULL };
+	struct tally_memcg_tree *t;
+	struct tally_memcg *g;
+	struct tally_mm mm;
+	int ret;
+
+	IN_FRESH_PROCESS(NULL);
+	REQUIRE(tally_mm_init(&mm, tally_domain_system(), 0, NULL) == 0);
+	t = util_memcg_tree(NULL, 4 * KB);
+	REQUIRE(t);
+	g = util_memcg_group(tally_memcg_root(t), "g");
+	REQUIRE(g);
+	REQUIRE(tally_memcg_set_limit(g, TALLY_MEMCG_MAX, 4 * KB) == 0);
+	REQUIRE(tally_memcg_set_oom_policy(g, &pol) == 0);
+	forked_kill.task.mm = &mm;
+	REQUIRE(tally_memcg_task_attach(g, &forked_kill.task) == 0);
+	ret = tally_memcg_charge(g, 8 * KB, 0);
+	if (forked_kill.child == 0) {
+		/* The child, out of the callback: now the detach may end. */
+		pthread_join(forked_kill.detacher, NULL);
+		CHECK_EQ_LONG(LOAD(&forked_kill.detached_early), 0);
+		harness_child_exit();
+	}
+	CHECK(ret == -ENOMEM || ret >= 0);
+	CHECK_EQ_LONG(harness_wait_child(forked_kill.child), 0);
+	tally_memcg_task_detach(&forked_kill.task);
+	tally_memcg_put(g);
+	tally_memcg_tree_destroy(t);
+	tally_mm_destroy(&mm);
+}

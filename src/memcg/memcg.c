@@ -160,16 +160,24 @@ static void fork_child(void)
 	/*
 	 * Lock words may count waiters the child does not have: build them
 	 * anew (their holders were this thread, in fork_prepare()).
-	 * Refills and refusals other threads had in flight never finish here: forget them (a refill's bytes stay counted, as if
-	 * the thread that took them still held them).
+	 * Refills and refusals other threads had in flight never finish
+	 * here: forget them (a refill's bytes stay counted, as if the
+	 * thread that took them still held them).
 	 */
 	tally_fork_for_each(t, &trees, struct tally_memcg_tree, fork_node) {
 		memcg_init_tree_locks(t);
-		/* A kill callback that ran in another thread never ends here. */
-		t->kill_running = 0;
-		t->killing = NULL;
-		t->killing_group = NULL;
-		t->killing_policy = NULL;
+		/*
+		 * A kill callback that ran in another thread never ends
+		 * here; one this thread forked from goes on, and detach and
+		 * destroy must still wait for it.
+		 */
+		if (!t->kill_running ||
+		    !pthread_equal(t->killer, pthread_self())) {
+			t->kill_running = 0;
+			t->killing = NULL;
+			t->killing_group = NULL;
+			t->killing_policy = NULL;
+		}
 		for (struct tally_memcg *g = t->all; g; g = g->next_all) {
 			STORE(&g->refilling, 0);
 			STORE(&g->pressure, 0);

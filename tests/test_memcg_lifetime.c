@@ -1684,3 +1684,72 @@ TEST(a_kill_callback_that_forks_keeps_detach_waiting_in_the_child)
 	tally_memcg_tree_destroy(t);
 	tally_mm_destroy(&mm);
 }
+
+/* ---- a destroyed group's statistics, handle held ---------------------- */
+
+struct stat_writer {
+	struct tally_memcg *g;
+	unsigned int cpu;
+	long n;
+};
+
+static void *write_stats(void *arg)
+{
+	struct stat_writer *w = arg;
+
+	util_pin((int)util_allowed_cpu(w->cpu % util_nr_allowed()));
+	for (long i = 0; i < w->n; i++)
+		tally_memcg_stat_mod(w->g, TALLY_MEMCG_ANON, 3);
+	return NULL;
+}
+
+/*
+ * memcg.h: a destroyed group's statistics stay in its ancestors'
+ * hierarchical memory.stat.  Updates of a child on every CPU, some still
+ * per-CPU (never flushed, or in a CPU's hint cache), then its destroy
+ * while a handle holds it: a forced read of the parent and of the root
+ * gives every update at once, not only after the last put.
+ */
+TEST(a_destroyed_groups_stats_are_in_its_ancestors_while_a_handle_holds_it)
+{
+	struct tally_memcg_tree *t = util_memcg_tree(NULL, 4 * KB);
+	struct stat_writer w[4];
+	pthread_t th[4];
+	struct tally_memcg *a, *c;
+	long want = 0, hier = -1, local = -1;
+
+	REQUIRE(t);
+	a = util_memcg_group(tally_memcg_root(t), "a");
+	c = a ? util_memcg_group(a, "c") : NULL;
+	REQUIRE(c);
+	for (unsigned int i = 0; i < 4; i++) {
+		w[i] = (struct stat_writer){ c, i, 1000 + 7 * i };
+		want += 3 * w[i].n;
+		REQUIRE(pthread_create(&th[i], NULL, write_stats, &w[i]) == 0);
+	}
+	for (unsigned int i = 0; i < 4; i++)
+		pthread_join(th[i], NULL);
+	CHECK_EQ_LONG(tally_memcg_destroy(c), 0);
+	CHECK_EQ_LONG(tally_memcg_stat_read(a, TALLY_MEMCG_ANON,
+					    TALLY_FLUSH_FORCE, &hier, &local),
+		      0);
+	CHECK_EQ_LONG(hier, want);
+	CHECK_EQ_LONG(tally_memcg_stat_read(tally_memcg_root(t),
+					    TALLY_MEMCG_ANON,
+					    TALLY_FLUSH_FORCE, &hier, &local),
+		      0);
+	CHECK_EQ_LONG(hier, want);
+	/* Updates through the held handle go to the parent now. */
+	CHECK_EQ_LONG(tally_memcg_stat_mod(c, TALLY_MEMCG_ANON, 5), 0);
+	CHECK_EQ_LONG(tally_memcg_stat_read(a, TALLY_MEMCG_ANON,
+					    TALLY_FLUSH_FORCE, &hier, &local),
+		      0);
+	CHECK_EQ_LONG(hier, want + 5);
+	tally_memcg_put(c);
+	CHECK_EQ_LONG(tally_memcg_stat_read(a, TALLY_MEMCG_ANON,
+					    TALLY_FLUSH_FORCE, &hier, &local),
+		      0);
+	CHECK_EQ_LONG(hier, want + 5);
+	tally_memcg_put(a);
+	tally_memcg_tree_destroy(t);
+}

@@ -103,6 +103,20 @@ static void group_release(struct grace_node *node)
 	memcg_put(parent);
 }
 
+/*
+ * A grace period after @node's group was destroyed: the statistics
+ * updates that had resolved to it before (and land in its detached
+ * statistics group) have ended; fold them into the ancestors' values too.
+ */
+static void group_fold_late(struct grace_node *node)
+{
+	struct tally_memcg *g = (struct tally_memcg *)
+		((char *)node - offsetof(struct tally_memcg, fold_node));
+
+	stats_group_fold(g->stats);
+	memcg_put(g);
+}
+
 void memcg_put(struct tally_memcg *g)
 {
 	struct tally_memcg_tree *t = g->tree;
@@ -428,10 +442,10 @@ int tally_memcg_destroy(struct tally_memcg *g)
 	for (struct tally_memcg *a = parent; a; a = a->parent)
 		__atomic_sub_fetch(&a->nr_descendants, 1, __ATOMIC_RELAXED);
 	/*
-	 * Its name is free now.  Its stats are in its ancestors'
-	 * hierarchical values already; its statistics group, detached,
-	 * still takes the updates redirected from destroyed children that
-	 * are running, and ends with the group (group_release()).
+	 * Its name is free now.  Its statistics group, detached, still
+	 * takes the updates that resolved to it before the dead flag; it is
+	 * folded into its ancestors below, and ends with the group
+	 * (group_release()).
 	 */
 	t->nr_groups--;
 	t->nr_zombies++;
@@ -440,6 +454,13 @@ out:
 	pthread_mutex_unlock(&t->drain_lock);
 	pthread_mutex_unlock(&t->oom_lock);
 	if (!err) {
+		/*
+		 * Its stats in its ancestors' hierarchical values now, and
+		 * again once the updates in flight have landed.
+		 */
+		stats_group_fold(g->stats);
+		__atomic_add_fetch(&g->refs, 1, __ATOMIC_RELAXED);
+		grace_retire(&g->fold_node, group_fold_late, t);
 		memcg_put(g);		/* the tree's reference */
 		grace_poll();
 	}

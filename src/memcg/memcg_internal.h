@@ -109,6 +109,7 @@ struct tally_memcg {
 	unsigned long nr_children;
 	unsigned long nr_descendants;	/* live, under structure */
 	struct grace_node free_node;	/* its end (and its stats group's) */
+	struct grace_node fold_node;	/* its stats folded after destroy */
 };
 
 struct tally_memcg_tree {

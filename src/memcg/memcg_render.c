@@ -175,7 +175,7 @@ int tally_memcg_render(struct tally_memcg *g, enum tally_memcg_file file,
 
 	if (!g || !buf)
 		return -EINVAL;
-	/* Destroy frees the statistics group under the lock for writing. */
+	/* Its path and its children stay as they are while it is rendered. */
 	pthread_rwlock_rdlock(&g->tree->structure);
 	ret = render(g, file, json, buf, len);
 	pthread_rwlock_unlock(&g->tree->structure);

@@ -250,15 +250,20 @@ int stats_group_detach(struct tally_stats_group *g)
 	return 0;
 }
 
+void stats_group_fold(struct tally_stats_group *g)
+{
+	/* No CPU's hint cache names it any more; its hints went up. */
+	stats_hcache_evict(g);
+	stats_flush_subtree(g->tree, g, true);
+}
+
 void stats_group_finish(struct tally_stats_group *g)
 {
 	struct tally_stats_tree *t = g->tree;
 
-	/* No CPU's hint cache names it any more; its hints went up. */
-	stats_hcache_evict(g);
-	/* After this flush and the quiesce, g is linked on no CPU and no
+	/* After this fold and the quiesce, g is linked on no CPU and no
 	 * flusher holds it. */
-	stats_flush_subtree(t, g, true);
+	stats_group_fold(g);
 	stats_flush_quiesce(t);
 	if (t->ops->retire)
 		t->ops->retire(g);

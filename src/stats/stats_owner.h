@@ -12,6 +12,8 @@
  * free at once, walks, finds and the tree's info no longer see it, and it
  * still takes updates), finish when the memory group itself is freed,
  * once no update can reach it (a grace period after its last reference).
+ * In between, fold moves what it holds into its ancestors' values: at the
+ * destroy, and once more when the updates in flight then have ended.
  *
  * Locks: both take the tree's topo_lock for writing (finish only in debug
  * builds, to keep the group poisoned); finish flushes (flush_lock).
@@ -26,6 +28,12 @@ struct tally_stats_group;
  * -EBUSY (it has children).  Its values stay in its ancestors'.
  */
 int stats_group_detach(struct tally_stats_group *g);
+
+/*
+ * Flush a detached @g into its ancestors' values (what any CPU's hint
+ * cache holds of it too); it still takes updates.  Never fails.
+ */
+void stats_group_fold(struct tally_stats_group *g);
 
 /* Flush a detached @g into its ancestors and free it; never fails. */
 void stats_group_finish(struct tally_stats_group *g);

@@ -1541,7 +1541,7 @@ TEST(a_held_destroyed_groups_name_is_free_at_once_and_its_tree_frees_it)
 #define CROSS_GROUPS 300
 
 struct cross_poller {
-	int open, go;
+	int open, go, done;
 };
 
 /* A lock-free walk of another tree, then the poll a put of it runs. */
@@ -1555,6 +1555,7 @@ static void *cross_poll(void *arg)
 		sched_yield();
 	grace_read_unlock(token);
 	grace_poll();
+	STORE(&p->done, 1);
 	return NULL;
 }
 
@@ -1572,6 +1573,7 @@ TEST(a_tree_destroyed_while_another_thread_runs_its_callbacks_outlives_them)
 	struct tally_memcg_tree *a_tree, *b_tree;
 	struct tally_memcg *b[CROSS_GROUPS], *a;
 	struct cross_poller p = { 0 };
+	unsigned long queued;
 	pthread_t th;
 
 	IN_FRESH_PROCESS(NULL);
@@ -1597,10 +1599,14 @@ TEST(a_tree_destroyed_while_another_thread_runs_its_callbacks_outlives_them)
 	}
 	CHECK_EQ_LONG(tally_memcg_destroy(a), 0);
 	tally_memcg_put(a);
-	CHECK(grace_pending() >= CROSS_GROUPS + 1);
+	queued = grace_pending();
+	CHECK(queued >= CROSS_GROUPS + 1);
 	STORE(&p.go, 1);
-	/* The poller took them all: now A's callback is in its hands. */
-	while (grace_pending())
+	/*
+	 * The poller took them all (and its callbacks retire the groups'
+	 * ends one by one): A's callback is in its hands now.
+	 */
+	while (grace_pending() >= queued && !LOAD(&p.done))
 		sched_yield();
 	tally_memcg_tree_destroy(a_tree);
 	pthread_join(th, NULL);

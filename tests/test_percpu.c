@@ -72,7 +72,7 @@ TEST(freed_memory_comes_back_zeroed)
 		fill(p, 5, size, 0xff);
 		tally_percpu_free(d, p);
 		q = tally_percpu_alloc(d, size, 0);
-		/* First fit: the same place, cleared. */
+		/* The last allocation freed: its place again, cleared. */
 		CHECK(q == p);
 		CHECK(q && all_zero(q, 5, size));
 		tally_percpu_free(d, q);

@@ -12,8 +12,12 @@
  * and every free granule is zero in every unit (freeing clears it), so an
  * allocation needs no clearing and untouched pages stay uncommitted.
  *
- * Costs: alloc and free take the pool's mutex and scan the bitmaps of
- * its chunks, O(chunks x UNIT/8); free also reads nr_units copies and
+ * Costs: alloc and free take the pool's mutex.  An allocation is a next
+ * fit: each chunk's search starts where its last allocation ended (and
+ * a free of the last allocation moves that back), so allocations in a row
+ * cost O(1) each whatever their alignment; only a chunk whose end is full
+ * is searched again from its start, O(UNIT/8) at worst per chunk.  Free
+ * finds its chunk, O(chunks), and also reads nr_units copies and
  * clears the non-zero granules (never writing a page no CPU wrote).
  * Neither is on an update path.  Units are mapped lazily, so a CPU's unit
  * gets its pages from the first CPU that writes them (the CPU itself, for
@@ -45,6 +49,7 @@ struct tally_percpu_chunk {
 	size_t map_size;
 	size_t nr_free;
 	size_t no_fit;		/* a run this long failed since the last free */
+	size_t cursor;		/* where the last allocation ended */
 	uint64_t used[NR_GRANULES / BITS_PER_WORD];
 	uint64_t start[NR_GRANULES / BITS_PER_WORD];
 };
@@ -65,13 +70,14 @@ static void assign_bit(uint64_t *map, size_t i, bool v)
 }
 
 /*
- * First free run of @n granules aligned to @step granules, or -1.  Whole
- * used words are skipped 64 granules at a time.
+ * First free run of @n granules aligned to @step granules in [@from,
+ * @to), or -1.  Whole used words are skipped 64 granules at a time.
  */
-static long find_run(const struct tally_percpu_chunk *ch, size_t n,
-		     size_t step)
+static long find_run_in(const struct tally_percpu_chunk *ch, size_t n,
+			size_t step, size_t from, size_t to)
 {
-	for (size_t first = 0; first + n <= NR_GRANULES; first += step) {
+	for (size_t first = (from + step - 1) / step * step; first + n <= to;
+	     first += step) {
 		size_t i;
 
 		if (ch->used[first / BITS_PER_WORD] == ~(uint64_t)0) {
@@ -89,6 +95,23 @@ static long find_run(const struct tally_percpu_chunk *ch, size_t n,
 		first = (first + i) / step * step;
 	}
 	return -1;
+}
+
+/*
+ * Next fit: from where the last allocation ended, then from the start.
+ * Allocations in a row (a tree's groups) cost O(1) each, not a scan past
+ * every hole that their alignment leaves behind them.
+ */
+static long find_run(const struct tally_percpu_chunk *ch, size_t n,
+		     size_t step)
+{
+	long first = find_run_in(ch, n, step, ch->cursor, NR_GRANULES);
+
+	if (first < 0)
+		first = find_run_in(ch, n, step, 0,
+				    ch->cursor + n < NR_GRANULES ?
+					    ch->cursor + n : NR_GRANULES);
+	return first;
 }
 
 static struct tally_percpu_chunk *chunk_new(struct tally_percpu_pool *pool)
@@ -154,6 +177,7 @@ void *tally_percpu_pool_alloc(struct tally_percpu_pool *pool, size_t size,
 		assign_bit(ch->used, (size_t)first + i, true);
 	assign_bit(ch->start, (size_t)first, true);
 	ch->nr_free -= n;
+	ch->cursor = (size_t)first + n;
 	pthread_mutex_unlock(&pool->lock);
 	return ch->base + (size_t)first * GRANULE;
 }
@@ -200,6 +224,9 @@ void tally_percpu_pool_free(struct tally_percpu_pool *pool, void *ptr)
 		clear_granules(tally_percpu_ptr(ptr, cpu), n);
 	ch->nr_free += n;
 	ch->no_fit = 0;
+	/* The last allocation freed: the next one takes its place. */
+	if (first + n == ch->cursor)
+		ch->cursor = first;
 out:
 	pthread_mutex_unlock(&pool->lock);
 }

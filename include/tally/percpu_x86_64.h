@@ -12,7 +12,7 @@
  * handler, arming rseq_cs, the cpu_id read, the end label, the retry and
  * the fault-injection points) and an operation supplies only its body
  * and its commit.  A new operation is a new body, not a new copy of the
- * asm; the statistics tree's sequences (src/stats_update.c) use the same
+ * asm; the statistics tree's sequences (src/stats/stats_update.c) use the same
  * template.
  *
  * Why not librseq (the rseq library of the kernel's rseq maintainer, with

@@ -51,6 +51,10 @@
 #include "runtime/inject.h"
 #include "stats_internal.h"
 
+#ifdef __SANITIZE_THREAD__
+#include <sanitizer/tsan_interface.h>
+#endif
+
 /*
  * Wake flushers blocked on @pushing once its count fell to 0 (or a destroy
  * blocked on a cache's stealing count).
@@ -396,7 +400,15 @@ static __attribute__((noinline)) void steal(struct tally_stats_group *g,
 	unsigned int at = 0;
 
 	__atomic_add_fetch(&hc->stealing, 1, __ATOMIC_SEQ_CST);
+#ifdef __SANITIZE_THREAD__
+	/* The sequence's store names g, its load the holder: a hand-off
+	 * (of what each group's creation wrote) TSan cannot see in asm. */
+	__tsan_release(g->hcache);
+#endif
 	old = hcache_name(g, &at);
+#ifdef __SANITIZE_THREAD__
+	__tsan_acquire(g->hcache);
+#endif
 	if (old && old != g && old != STATS_HCACHE_EVICTED)
 		hcache_release(old, at);
 	if (__atomic_sub_fetch(&hc->stealing, 1, __ATOMIC_SEQ_CST) ==

@@ -23,7 +23,7 @@ int tally_bench_counter(int argc, char **argv);
 
 /**
  * tally_bench_stats() - `tally bench stats`: the statistics tree's flushing
- *	designs (tally, linux61, seed001, linux68) side by side.
+ *	designs (tally, linux61, rfc2023, linux68) side by side.
  * @argc: argument count, including argv[0].
  * @argv: the arguments.
  *

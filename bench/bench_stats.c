@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * bench_stats.c - `tally bench stats`: the four flushing designs of the
- * statistics tree (tally, linux61, seed001, linux68) in the same run.
+ * statistics tree (tally, linux61, rfc2023, linux68) in the same run.
  *
  * A benchmark, not a timed test: it prints a table per section, with the
  * ratios between designs measured in the same run (and JSON with --json).
@@ -84,7 +84,7 @@ static void usage(FILE *f)
 		"                         [--periods LIST] [--duration-scale X | --quick]\n"
 		"\n"
 		"Compare the statistics tree's flushing designs (tally, linux61,\n"
-		"seed001, linux68): update cost by depth, group creation cost as the\n"
+		"rfc2023, linux68): update cost by depth, group creation cost as the\n"
 		"tree grows (tally design), readers under load (stale reads, latency,\n"
 		"writer throughput), readers of unrelated subtrees and a quiet group in\n"
 		"a busy tree.  Prints tables and ratios.\n"
@@ -100,7 +100,7 @@ static void usage(FILE *f)
 		"                        e.g. --only update,create compares the update and\n"
 		"                        create costs of two builds in about 20 s\n"
 		"  --readers-per-cpu N   reader threads per CPU of the readers section's\n"
-		"                        faithful rows (default 26: seed 001's 10,000\n"
+		"                        faithful rows (default 26: the 2023 proposal's 10,000\n"
 		"                        readers on 384 CPUs)\n"
 		"  --overload-per-cpu N  reader threads per CPU of its overload row, run at\n"
 		"                        the first period (default 500; 0: no such row)\n"

@@ -33,7 +33,7 @@ const struct tally_stat_desc bench_stats_schema[NR_STATS] = {
 };
 
 const enum bench_stats_design bench_stats_designs[NR_DESIGNS] = {
-	BENCH_STATS_TALLY, BENCH_STATS_LINUX61, BENCH_STATS_SEED001,
+	BENCH_STATS_TALLY, BENCH_STATS_LINUX61, BENCH_STATS_RFC2023,
 	BENCH_STATS_LINUX68,
 };
 

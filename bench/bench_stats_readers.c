@@ -216,7 +216,7 @@ int bench_readers(struct run *r)
 		"   random leaves), %u checkers (+1 then a forced read of leaf, parent or\n"
 		"   root, every %llu ms), R readers per CPU (%u CPUs) each reading a random\n"
 		"   group's snapshot every P ms with TALLY_FLUSH_IF_NEEDED: %u per CPU as\n"
-		"   in seed 001's test (10,000 readers on 384 CPUs) at each period",
+		"   in the 2023 proposal's test (10,000 readers on 384 CPUs) at each period",
 		1 + READERS_A + READERS_A * READERS_B, NR_WRITERS, NR_CHECKERS,
 		CHECK_PAUSE_NS / 1000000, r->nr_cpus, r->readers_per_cpu);
 	if (r->overload_per_cpu)

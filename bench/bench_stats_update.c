@@ -5,7 +5,7 @@
  * thread, in every design.
  *
  * Per-group thresholds (tally, linux68) add to a count per ancestor, the
- * global threshold (linux61, seed001) to one count, so the cost by depth
+ * global threshold (linux61, rfc2023) to one count, so the cost by depth
  * tells the designs apart.  Nothing reads: past the first batch the
  * threshold atomics stay over the threshold and are skipped, as for a
  * busy group between two flushes.  The repetitions of every design and

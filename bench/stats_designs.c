@@ -10,7 +10,7 @@
  *
  *   linux61   one global threshold; every flush flushes the root; one
  *             flusher at a time, the others skip (they may read stale).
- *   seed001   global threshold; the requested subtree when nobody flushes,
+ *   rfc2023   global threshold; the requested subtree when nobody flushes,
  *             otherwise one coalesced root flush that others wait for, at
  *             most nr_cpus waiters (the others skip).
  *   linux68   per-group thresholds; subtree flushes serialised by a lock.
@@ -29,9 +29,9 @@
 #include "stats_designs.h"
 
 struct baseline_state {
-	pthread_mutex_t subtree_mutex;	/* seed001, linux68 */
+	pthread_mutex_t subtree_mutex;	/* rfc2023, linux68 */
 	int flush_ongoing;		/* linux61 */
-	/* seed001's coalesced root flush, under root_lock. */
+	/* rfc2023's coalesced root flush, under root_lock. */
 	pthread_mutex_t root_lock;
 	pthread_cond_t root_cond;
 	bool root_flush_ongoing;
@@ -153,7 +153,7 @@ static bool linux61_flush(struct tally_stats_group *g, bool fresh)
 	return true;
 }
 
-/* seed001: lead a root flush; root_lock held, and held again on return. */
+/* rfc2023: lead a root flush; root_lock held, and held again on return. */
 static void lead_root_flush(struct tally_stats_tree *t,
 			    struct baseline_state *s)
 {
@@ -168,7 +168,7 @@ static void lead_root_flush(struct tally_stats_tree *t,
 	pthread_cond_broadcast(&s->root_cond);
 }
 
-static bool seed001_flush(struct tally_stats_group *g, bool fresh)
+static bool rfc2023_flush(struct tally_stats_group *g, bool fresh)
 {
 	struct tally_stats_tree *t = stats_design_tree(g);
 	struct baseline_state *s = state_of(t);
@@ -232,10 +232,10 @@ static const struct stats_design_ops linux61 = {
 	.group_init = global_group_init,
 };
 
-static const struct stats_design_ops seed001 = {
-	.name = "seed001",
+static const struct stats_design_ops rfc2023 = {
+	.name = "rfc2023",
 	BASELINE_OPS,
-	.flush = seed001_flush,
+	.flush = rfc2023_flush,
 	.group_init = global_group_init,
 };
 
@@ -247,7 +247,7 @@ static const struct stats_design_ops linux68 = {
 
 static const struct stats_design_ops *const designs[BENCH_STATS_NR_DESIGNS] = {
 	[BENCH_STATS_LINUX61] = &linux61,
-	[BENCH_STATS_SEED001] = &seed001,
+	[BENCH_STATS_RFC2023] = &rfc2023,
 	[BENCH_STATS_LINUX68] = &linux68,
 };
 
@@ -275,7 +275,7 @@ const char *bench_stats_design_name(enum bench_stats_design design)
 
 bool bench_stats_global_threshold(enum bench_stats_design design)
 {
-	return design == BENCH_STATS_LINUX61 || design == BENCH_STATS_SEED001;
+	return design == BENCH_STATS_LINUX61 || design == BENCH_STATS_RFC2023;
 }
 
 bool bench_stats_fresh(enum bench_stats_design design)

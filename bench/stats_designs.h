@@ -25,7 +25,7 @@ enum bench_stats_design {
 	 * not merged): global threshold; the requested subtree is flushed
 	 * when nobody else flushes, otherwise a coalesced root flush that
 	 * others wait for, at most nr_cpus waiters (others skip). */
-	BENCH_STATS_SEED001,
+	BENCH_STATS_RFC2023,
 	/* Per-group thresholds; subtree flushes serialised by one lock. */
 	BENCH_STATS_LINUX68,
 	BENCH_STATS_NR_DESIGNS
@@ -38,7 +38,7 @@ int bench_stats_tree_create(struct tally_stats_tree **out,
 			    const struct tally_stats_options *opts,
 			    enum bench_stats_design design);
 
-/* "tally", "linux61", "seed001", "linux68" ("unknown" otherwise). */
+/* "tally", "linux61", "rfc2023", "linux68" ("unknown" otherwise). */
 const char *bench_stats_design_name(enum bench_stats_design design);
 
 /* Whether @design counts every update against one tree-wide threshold. */

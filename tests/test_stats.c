@@ -40,7 +40,7 @@ static const struct tally_stat_desc schema[NS] = {
 };
 
 static const enum bench_stats_design designs[] = {
-	BENCH_STATS_TALLY, BENCH_STATS_LINUX61, BENCH_STATS_SEED001,
+	BENCH_STATS_TALLY, BENCH_STATS_LINUX61, BENCH_STATS_RFC2023,
 	BENCH_STATS_LINUX68,
 };
 

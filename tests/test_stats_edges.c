@@ -695,7 +695,7 @@ TEST(flushes_and_reads_never_allocate)
 {
 	static const enum bench_stats_design designs[] = {
 		BENCH_STATS_TALLY, BENCH_STATS_LINUX61,
-		BENCH_STATS_SEED001, BENCH_STATS_LINUX68,
+		BENCH_STATS_RFC2023, BENCH_STATS_LINUX68,
 	};
 	static const unsigned int cpus[] = { 64, 384 };
 

@@ -938,11 +938,11 @@ TEST(concurrent_stress_linux61_design_is_exact_after_join)
 		run_stress(BENCH_STATS_LINUX61, 16, 4, seconds(0.3));
 }
 
-TEST(concurrent_stress_seed001_design_is_exact_after_join)
+TEST(concurrent_stress_rfc2023_design_is_exact_after_join)
 {
-	run_stress(BENCH_STATS_SEED001, 0, 0, seconds(0.3));
+	run_stress(BENCH_STATS_RFC2023, 0, 0, seconds(0.3));
 	if (!harness_test_failed())
-		run_stress(BENCH_STATS_SEED001, 16, 4, seconds(0.3));
+		run_stress(BENCH_STATS_RFC2023, 16, 4, seconds(0.3));
 }
 
 TEST(concurrent_stress_linux68_design_is_exact_after_join)

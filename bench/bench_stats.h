@@ -54,6 +54,9 @@ struct readers_row {
 #define BIG_B 100
 
 /* Phase durations at --duration-scale 1, in ms. */
+/* The readers section's 50 x 5 tree (also the update section's spread). */
+#define READERS_A 50
+#define READERS_B 5
 #define READERS_MS 5000
 #define UNRELATED_MS 5000
 #define QUIET_MS 3000

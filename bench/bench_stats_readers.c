@@ -22,9 +22,6 @@
 
 #include "bench_stats.h"
 
-#define READERS_A 50
-#define READERS_B 5
-
 /*
  * One phase on a fresh 50 x 5 tree: the writers, the checkers and
  * @readers readers with period @period_ms.  Their latencies are merged

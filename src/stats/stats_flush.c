@@ -122,11 +122,12 @@ static void link_updated(struct tally_stats_group *g, unsigned int cpu)
 {
 	for (; g; g = g->parent) {
 		struct stats_fpcpu *fp = fpcpu_of(g, cpu);
+		struct stats_pcpu *pc = pcpu_of(g, cpu);
 
-		if (fp->linked)
+		if (pc->linked)
 			return;
 		/* Loaded without the lock by stats_group_clean(). */
-		__atomic_store_n(&fp->linked, true, __ATOMIC_RELAXED);
+		__atomic_store_n(&pc->linked, true, __ATOMIC_RELAXED);
 		fp->marked = stats_barrier_mark(true);
 		if (g->parent) {
 			struct stats_fpcpu *pfp = fpcpu_of(g->parent, cpu);
@@ -173,7 +174,7 @@ static struct tally_stats_group *leftmost(struct tally_stats_group *g,
 static struct tally_stats_group *walk_first(struct tally_stats_group *g,
 					    unsigned int cpu)
 {
-	return fpcpu_of(g, cpu)->linked ? leftmost(g, cpu) : NULL;
+	return pcpu_of(g, cpu)->linked ? leftmost(g, cpu) : NULL;
 }
 
 static struct tally_stats_group *walk_next(struct tally_stats_group *g,
@@ -281,7 +282,7 @@ static void prune_children(struct stats_fpcpu *fp, unsigned int cpu)
 	while (*link) {
 		struct stats_fpcpu *cfp = fpcpu_of(*link, cpu);
 
-		if (cfp->linked) {
+		if (pcpu_of(*link, cpu)->linked) {
 			link = &cfp->sibling;
 		} else {
 			*link = cfp->sibling;
@@ -295,9 +296,9 @@ static void prune_children(struct stats_fpcpu *fp, unsigned int cpu)
  * update it could have missed is left.  The release orders the fold's
  * stores before the flag a quiet read (stats_group_clean()) loads.
  */
-static void unlink_node(struct stats_fpcpu *fp)
+static void unlink_node(struct stats_pcpu *pc)
 {
-	__atomic_store_n(&fp->linked, false, __ATOMIC_RELEASE);
+	__atomic_store_n(&pc->linked, false, __ATOMIC_RELEASE);
 }
 
 /*
@@ -330,12 +331,12 @@ static uint64_t fold_cpu(struct tally_stats_group *g, unsigned int cpu,
 				    __ATOMIC_SEQ_CST) != QUEUE_IDLE)
 			continue;
 		if (stats_mark_settled(done, fp->marked))
-			unlink_node(fp);
+			unlink_node(pcpu_of(n, cpu));
 		else
 			*unsettled = true;
 	}
 	/* G's parent is not visited: unlink G from it by hand. */
-	if (visited && !fpcpu_of(g, cpu)->linked && g->parent) {
+	if (visited && !pcpu_of(g, cpu)->linked && g->parent) {
 		struct tally_stats_group **link =
 			&fpcpu_of(g->parent, cpu)->children;
 
@@ -422,7 +423,7 @@ void stats_flush_subtree(struct tally_stats_tree *t,
  * folding every update that did not claim it (the release in
  * unlink_node()).  Each load here is an acquire, queued before linked:
  * a queued seen idle from pass 1 makes the link before it visible.  Only
- * @g's own per-CPU lines are read; flushes write nothing of the group's
+ * one line of @g's per CPU is read; flushes write nothing of the group's
  * for it.
  */
 bool stats_group_clean(const struct tally_stats_group *g)
@@ -434,7 +435,7 @@ bool stats_group_clean(const struct tally_stats_group *g)
 	for (unsigned int cpu = 0; cpu < t->domain->nr_cpus; cpu++)
 		if (__atomic_load_n(&pcpu_of(g, cpu)->queued,
 				    __ATOMIC_ACQUIRE) != QUEUE_IDLE ||
-		    __atomic_load_n(&fpcpu_of(g, cpu)->linked,
+		    __atomic_load_n(&pcpu_of(g, cpu)->linked,
 				    __ATOMIC_ACQUIRE))
 			return false;
 	return true;

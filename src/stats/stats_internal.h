@@ -64,6 +64,12 @@ struct stats_pcpu {
 	long cacc;			/* hint cached while the group holds
 					 * the CPU's cache (stats_update.c) */
 	int queued;
+	/*
+	 * In the CPU's updated tree: written by flushers under flush_lock,
+	 * loaded by quiet reads (stats_group_clean()) in the line they load
+	 * queued from.
+	 */
+	bool linked;
 	struct stats_pcpu *next;	/* the CPU's update list */
 	struct tally_stats_group *group;	/* set by the pushing update */
 	long stat[];
@@ -91,7 +97,6 @@ struct stats_hcache {
 struct stats_fpcpu {
 	struct tally_stats_group *children;	/* updated children */
 	struct tally_stats_group *sibling;	/* next updated sibling */
-	bool linked;			/* stored atomically: quiet reads */
 	unsigned long marked;		/* barrier ticket of the idle mark */
 	long prev[];			/* stat[] as the last flush saw it */
 };
@@ -193,7 +198,12 @@ struct tally_stats_tree {
 
 	/* stats_flush.c */
 	pthread_mutex_t flush_lock __attribute__((aligned(STATS_CACHELINE)));
-	bool unsettled;			/* nodes wait for a barrier */
+	/*
+	 * Nodes wait for a barrier: loaded after every read's flush, set
+	 * rarely; a line of its own, not the one each flush_lock round trip
+	 * writes.
+	 */
+	bool unsettled __attribute__((aligned(STATS_CACHELINE)));
 
 	/* stats_read.c: shared flushes, ratelimited reads. */
 	pthread_mutex_t coord_lock __attribute__((aligned(STATS_CACHELINE)));
@@ -207,6 +217,12 @@ struct tally_stats_tree {
 	bool periodic_running, periodic_stop;
 
 	struct tally_stats_info info;	/* atomics */
+	/*
+	 * Per CPU (real CPUs only): reads of a clean leaf, which count as
+	 * flushes in tally_stats_tree_info(): a read that touches none of
+	 * the tree's shared lines.
+	 */
+	long *clean_reads;
 	struct tally_fork_node fork_node;	/* stats_fork.c registry */
 #ifdef TALLY_DEBUG
 	struct tally_stats_group *graveyard;	/* under topo_lock */
@@ -271,6 +287,15 @@ static inline uint64_t stats_mono_ns(void)
 static inline void stats_count_info(uint64_t *field, uint64_t n)
 {
 	__atomic_add_fetch(field, n, __ATOMIC_RELAXED);
+}
+
+/* A read of a clean leaf (stats_group_clean()): a flush that visited nothing. */
+static inline void stats_count_clean_read(struct tally_stats_tree *t)
+{
+	if (t->simulated)
+		stats_count_info(&t->info.flushes, 1);
+	else
+		tally_percpu_add(t->clean_reads, 1);
 }
 
 /* Visit every group of @t, the root included (topology must be stable). */

@@ -145,7 +145,7 @@ static bool tally_flush(struct tally_stats_group *g, bool fresh)
 	 * when the tree was last flushed.
 	 */
 	if (g->parent && stats_group_clean(g)) {
-		stats_count_info(&t->info.flushes, 1);
+		stats_count_clean_read(t);
 		return true;
 	}
 	pthread_mutex_lock(&t->coord_lock);

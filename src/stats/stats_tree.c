@@ -67,6 +67,7 @@ static void tree_free(struct tally_stats_tree *t)
 		tally_percpu_free(t->domain, t->hcache);
 		tally_percpu_free(t->domain, t->lists);
 		tally_percpu_free(t->domain, t->pushing);
+		tally_percpu_free(t->domain, t->clean_reads);
 	}
 	for (unsigned int i = 0; t->names && i < t->nr_stats; i++)
 		free(t->names[i]);
@@ -104,7 +105,8 @@ static int tree_setup(struct tally_stats_tree *t,
 	t->hcache = tally_percpu_alloc(t->domain, sizeof(*t->hcache), 32);
 	t->lists = tally_percpu_alloc(t->domain, sizeof(*t->lists), 0);
 	t->pushing = tally_percpu_alloc(t->domain, sizeof(*t->pushing), 0);
-	if (!t->hcache || !t->lists || !t->pushing)
+	t->clean_reads = tally_percpu_alloc(t->domain, sizeof(long), 0);
+	if (!t->hcache || !t->lists || !t->pushing || !t->clean_reads)
 		return -ENOMEM;
 	t->root = stats_group_new(t, NULL, "", 0);
 	return t->root ? 0 : -ENOMEM;
@@ -215,6 +217,9 @@ int tally_stats_tree_info(const struct tally_stats_tree *t,
 	if (!t || !info)
 		return -EINVAL;
 	info->flushes = load_info(&t->info.flushes);
+	for (unsigned int cpu = 0; cpu < t->domain->nr_cpus; cpu++)
+		info->flushes += (uint64_t)tally_percpu_read_cpu(t->clean_reads,
+								 cpu);
 	info->root_flushes = load_info(&t->info.root_flushes);
 	info->groups_flushed = load_info(&t->info.groups_flushed);
 	info->shared_waits = load_info(&t->info.shared_waits);

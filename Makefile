@@ -111,6 +111,9 @@ HEADERS := $(PUBLIC_HEADERS) \
 	$(wildcard src/*/*.h bench/*.h tests/*.h cli/*.h)
 
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
+LIB_INTERNAL := $(BUILD)/obj/libtally_internal.a
+LD ?= ld
+OBJCOPY ?= objcopy
 BENCH_OBJ := $(BENCH_SRC:%.c=$(BUILD)/obj/%.o)
 CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 TOOL_OBJ := $(TOOL_SRC:%.c=$(BUILD)/obj/%.o)
@@ -151,7 +154,19 @@ $(BUILD)/obj/%.o: %.c $(HEADERS) Makefile
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -c $< -o $@
 
+# The installed static library: one relocatable object in which only the
+# tally_ symbols stay global, so that the library's internal names
+# (names_insert, grace_poll, ...) cannot clash with a program that links
+# it statically.  The tests and the tool, which reach internals, link
+# LIB_INTERNAL: the same objects as they are.
 $(BUILD)/libtally.a: $(LIB_OBJ)
+	@rm -f $@ $(BUILD)/obj/libtally.o
+	$(LD) -r -o $(BUILD)/obj/libtally.o $^
+	$(OBJCOPY) --wildcard --keep-global-symbol='tally_*' \
+		$(BUILD)/obj/libtally.o
+	ar rcs $@ $(BUILD)/obj/libtally.o
+
+$(LIB_INTERNAL): $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
@@ -229,10 +244,10 @@ $(BUILD)/libtally_run.so: $(RUN_OBJ) $(JE_OBJ) $(BUILD)/libtally.a
 		$(BUILD)/libtally.a $(JE_LIBS) $(LDFLAGS_ALL) $(LIBS)
 
 $(BUILD)/tests/%: $(BUILD)/obj/tests/jemalloc/%.o $(SUPPORT_OBJ) \
-		$(BUILD)/libtally_jemalloc.a $(BUILD)/libtally.a
+		$(BUILD)/libtally_jemalloc.a $(LIB_INTERNAL)
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $< $(SUPPORT_OBJ) $(BUILD)/libtally_jemalloc.a \
-		$(BUILD)/libtally.a $(JE_LIBS) $(LDFLAGS_ALL) $(LIBS) -ldl
+		$(LIB_INTERNAL) $(JE_LIBS) $(LDFLAGS_ALL) $(LIBS) -ldl
 
 $(BUILD)/tests/run/run_probe: tests/run/run_probe.c Makefile
 	@mkdir -p $(dir $@)
@@ -242,19 +257,19 @@ $(BUILD)/tests/run/run_probe_static: tests/run/run_probe.c Makefile
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 $(OPT) $(WARN) -static -o $@ $< -pthread
 
-$(BUILD)/tally: $(CLI_OBJ) $(BENCH_OBJ) $(TOOL_OBJ) $(BUILD)/libtally.a
-	$(CC) -o $@ $(CLI_OBJ) $(BENCH_OBJ) $(TOOL_OBJ) $(BUILD)/libtally.a \
+$(BUILD)/tally: $(CLI_OBJ) $(BENCH_OBJ) $(TOOL_OBJ) $(LIB_INTERNAL)
+	$(CC) -o $@ $(CLI_OBJ) $(BENCH_OBJ) $(TOOL_OBJ) $(LIB_INTERNAL) \
 		$(LDFLAGS_ALL) $(LIBS)
 
-$(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(SUPPORT_OBJ) $(BUILD)/libtally.a
+$(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(SUPPORT_OBJ) $(LIB_INTERNAL)
 	@mkdir -p $(dir $@)
-	$(CC) -o $@ $< $(SUPPORT_OBJ) $(BUILD)/libtally.a $(LDFLAGS_ALL) $(LIBS)
+	$(CC) -o $@ $< $(SUPPORT_OBJ) $(LIB_INTERNAL) $(LDFLAGS_ALL) $(LIBS)
 
 $(BUILD)/tests/test_export_http: $(BUILD)/obj/tests/test_export_http.o \
-		$(SUPPORT_OBJ) $(BUILD)/libtally_http.a $(BUILD)/libtally.a
+		$(SUPPORT_OBJ) $(BUILD)/libtally_http.a $(LIB_INTERNAL)
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $< $(SUPPORT_OBJ) $(BUILD)/libtally_http.a \
-		$(BUILD)/libtally.a $(LDFLAGS_ALL) $(HTTP_LIBS) $(LIBS)
+		$(LIB_INTERNAL) $(LDFLAGS_ALL) $(HTTP_LIBS) $(LIBS)
 
 # The examples are what a user writes: public headers only, no -Isrc, and
 # ISO C11 (no GNU extension the headers would need the user to enable).

@@ -8,6 +8,8 @@
 #     variables the compiler sees in the headers' debug information (a
 #     second opinion on gen-exports.sh's parsing); libtally_http exports
 #     exactly what export_http.h declares, under TALLY_HTTP_0.1;
+#   - libtally.a defines no global symbol but tally_ ones (its internals
+#     are local to its one object);
 #   - libtally needs no libmicrohttpd, libtally_http needs it and
 #     libtally.so.0;
 #   - `make install` into a staging DESTDIR lays out the libraries, their
@@ -110,6 +112,18 @@ check_library() {
 check_library libtally_http TALLY_HTTP_0.1
 # Last: the variables' check below reads libtally's $tmp/dyn.
 check_library libtally TALLY_0.1
+
+# A program linking libtally.a statically sees only tally_ names: the
+# library's internals are local to its one object.
+nm -g --defined-only "$build/libtally.a" 2>/dev/null |
+	awk 'NF == 3 && $3 !~ /^tally_/ { print $3 }' > "$tmp/static_other"
+if [ -s "$build/libtally.a" ] && [ ! -s "$tmp/static_other" ] &&
+   nm -g --defined-only "$build/libtally.a" | grep -q ' T tally_domain_system$'
+then
+	pass static_library_defines_only_tally_symbols
+else
+	fail static_library_defines_only_tally_symbols "$tmp/static_other"
+fi
 
 needed() {
 	readelf -d "$1" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'

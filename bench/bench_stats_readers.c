@@ -117,6 +117,7 @@ static void readers_json(struct run *r, unsigned int d, unsigned int p)
 	bench_json_int(w, "flushes", (long long)x->with.info.flushes);
 	bench_json_int(w, "root_flushes", (long long)x->with.info.root_flushes);
 	bench_json_int(w, "shared_waits", (long long)x->with.info.shared_waits);
+	bench_json_int(w, "takeovers", (long long)x->with.info.takeovers);
 	bench_json_int(w, "skipped_flushes", (long long)x->with.skipped);
 	bench_json_double(w, "seconds", x->with.elapsed_s);
 	bench_json_end(w);

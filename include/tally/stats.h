@@ -25,10 +25,10 @@
  *     since: a lock, a join, an acquire load of what the updater stored
  *     after updating).  A read of a leaf that no update reached since it
  *     was last flushed needs no flush and takes no lock, however busy the
- *     tree around it.  Concurrent readers share flushes instead of
- *     repeating them; a reader whose shared flush stalls (its flusher
- *     preempted or stopped) stops waiting after a few times what a flush
- *     of the group takes and flushes the group itself.
+ *     tree around it.  Concurrent readers of a group share its flushes
+ *     instead of repeating them; a reader whose shared flush stalls (its
+ *     flusher preempted or stopped) stops waiting after a few times what
+ *     a flush of the group takes and flushes the group itself.
  *   - Flushes and structure changes take locks (per tree: one for the
  *     structure, one held per CPU by a flush, one for shared flushes).  A
  *     flush also waits for updates caught between queueing a group and

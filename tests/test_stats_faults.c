@@ -855,4 +855,120 @@ out:
 	tally_stats_tree_destroy(t);
 }
 
+/* ---- if-needed reads under a stopped flush ---------------------------- */
+
+struct stopped_flush {
+	struct tally_stats_group *g;
+	struct blocker b;
+	pthread_t th;
+};
+
+static void *stopped_flusher(void *arg)
+{
+	CHECK_EQ_LONG(tally_stats_flush(((struct stopped_flush *)arg)->g), 0);
+	return NULL;
+}
+
+/* A flush of @g started in a thread and stopped after its first CPU. */
+static bool stop_a_flush(struct stopped_flush *s, struct tally_stats_group *g)
+{
+	s->g = g;
+	blocker_init(&s->b);
+	tally_inject_set(TALLY_INJECT_FLUSH_BETWEEN_PASSES, block_once, &s->b);
+	start(&s->th, stopped_flusher, s);
+	if (CHECK(blocker_wait(&s->b, HARNESS_HANG_S)))
+		return true;
+	harness_log("the flush never reached its first CPU's end");
+	return false;
+}
+
+static void resume_the_flush(struct stopped_flush *s)
+{
+	sem_post(&s->b.release);
+	pthread_join(s->th, NULL);
+	tally_inject_set(TALLY_INJECT_FLUSH_BETWEEN_PASSES, NULL, NULL);
+	blocker_fini(&s->b);
+}
+
+/*
+ * A root flush is stopped half way (its flusher preempted or
+ * SIGSTOPped), the leaf is flushed meanwhile, then updated far past its
+ * threshold.  An if-needed read of the leaf must flush (or wait for a
+ * flush that folds the updates): the value it returns is within
+ * tally_stats_read_bound() of the truth.  A flush of the leaf that
+ * completed before the read began, before the updates, does not serve
+ * it, whatever ancestor flush is still running.
+ */
+TEST(if_needed_read_under_a_stopped_ancestor_flush_stays_within_the_bound)
+{
+	struct tally_domain *d = util_domain(2);
+	struct tally_stats_options o = { .domain = d, .batch = 2 };
+	struct tally_stats_tree *t = tree_with(&o);
+	struct tally_stats_group *leaf;
+	struct stopped_flush s;
+	long v = -1;
+
+	REQUIRE(t);
+	REQUIRE(tally_stats_group_create(tally_stats_root(t), "leaf", &leaf) ==
+		0);
+	CHECK_EQ_LONG(tally_stats_mod_cpu(leaf, 1, 0, 1), 0);
+	if (stop_a_flush(&s, tally_stats_root(t))) {
+		CHECK_EQ_LONG(tally_stats_flush(leaf), 0);
+		CHECK_EQ_LONG(tally_stats_mod_cpu(leaf, 0, 0, 1000000), 0);
+		CHECK_EQ_LONG(tally_stats_read(leaf, 0, TALLY_FLUSH_IF_NEEDED,
+					       &v, NULL),
+			      0);
+		if (!CHECK_LE_LONG(1000001 - v,
+				   (long)tally_stats_read_bound(t)))
+			harness_log("if-needed read %ld of 1000001, the root "
+				    "flush stopped", v);
+	}
+	resume_the_flush(&s);
+	CHECK_EQ_LONG(tally_stats_read(leaf, 0, TALLY_FLUSH_FORCE, &v, NULL),
+		      0);
+	CHECK_EQ_LONG(v, 1000001);
+	tally_stats_tree_destroy(t);
+	tally_domain_destroy(d);
+}
+
+/*
+ * The same with the group's own flush stopped: a reader took it over
+ * (its own flush completed), then the group is updated far past its
+ * threshold.  The next if-needed read must not be served by the
+ * takeover's flush, which completed before it began.
+ */
+TEST(if_needed_read_after_a_takeover_of_a_stopped_flush_stays_within_the_bound)
+{
+	struct tally_domain *d = util_domain(2);
+	struct tally_stats_options o = { .domain = d, .batch = 2 };
+	struct tally_stats_tree *t = tree_with(&o);
+	struct tally_stats_group *leaf;
+	struct stopped_flush s;
+	long v = -1;
+
+	REQUIRE(t);
+	REQUIRE(tally_stats_group_create(tally_stats_root(t), "leaf", &leaf) ==
+		0);
+	CHECK_EQ_LONG(tally_stats_mod_cpu(leaf, 1, 0, 1), 0);
+	if (stop_a_flush(&s, leaf)) {
+		/* Waits for its takeover deadline, then flushes itself. */
+		CHECK_EQ_LONG(tally_stats_flush(leaf), 0);
+		CHECK_CMP_ULONG(util_stats_info(t).takeovers, >=, 1);
+		CHECK_EQ_LONG(tally_stats_mod_cpu(leaf, 0, 0, 1000000), 0);
+		CHECK_EQ_LONG(tally_stats_read(leaf, 0, TALLY_FLUSH_IF_NEEDED,
+					       &v, NULL),
+			      0);
+		if (!CHECK_LE_LONG(1000001 - v,
+				   (long)tally_stats_read_bound(t)))
+			harness_log("if-needed read %ld of 1000001, the leaf's "
+				    "first flush stopped", v);
+	}
+	resume_the_flush(&s);
+	CHECK_EQ_LONG(tally_stats_read(leaf, 0, TALLY_FLUSH_FORCE, &v, NULL),
+		      0);
+	CHECK_EQ_LONG(v, 1000001);
+	tally_stats_tree_destroy(t);
+	tally_domain_destroy(d);
+}
+
 #endif /* TALLY_INJECT */

@@ -28,6 +28,7 @@
 
 #include "harness.h"
 #include "runtime/inject.h"
+#include "stats/stats_internal.h"
 #include "util.h"
 #include "../bench/stats_designs.h"
 
@@ -968,6 +969,158 @@ TEST(if_needed_read_after_a_takeover_of_a_stopped_flush_stays_within_the_bound)
 		      0);
 	CHECK_EQ_LONG(v, 1000001);
 	tally_stats_tree_destroy(t);
+	tally_domain_destroy(d);
+}
+
+/* ---- quiet reads of a leaf among flushes ------------------------------ */
+
+/*
+ * Writers update a leaf on CPUs of their own, each publishing how many of
+ * its updates completed, pausing now and then so that flushes of the
+ * root and of the leaf's parent fold and unlink it (it is then quiet:
+ * stats_group_clean()); every flush is held a moment after its first CPU.
+ * A reader sums what was published, then forces a read of the leaf: it
+ * must show at least that sum, whether it flushed or found the leaf
+ * quiet.
+ */
+struct quiet_fresh {
+	struct tally_stats_group *root, *parent, *leaf;
+	bool simulated;
+	long done[NR_WRITERS] __attribute__((aligned(64)));
+	long reads, quiet, stale;
+	int stop;
+};
+
+struct quiet_fresh_arg {
+	struct quiet_fresh *q;
+	unsigned int id;
+};
+
+static long quiet_published(struct quiet_fresh *q)
+{
+	long sum = 0;
+
+	for (int i = 0; i < NR_WRITERS; i++)
+		sum += __atomic_load_n(&q->done[i], __ATOMIC_ACQUIRE);
+	return sum;
+}
+
+static void *quiet_fresh_writer(void *arg)
+{
+	struct quiet_fresh_arg *a = arg;
+	struct quiet_fresh *q = a->q;
+	long n = 0;
+
+	while (!__atomic_load_n(&q->stop, __ATOMIC_RELAXED)) {
+		if (q->simulated)
+			tally_stats_mod_cpu(q->leaf, (a->id + (unsigned int)n) %
+							     2,
+					    0, 1);
+		else
+			tally_stats_mod(q->leaf, 0, 1);
+		__atomic_store_n(&q->done[a->id], ++n, __ATOMIC_RELEASE);
+		/* Quiet spells: a barrier (10 ms apart at most) settles the
+		 * leaf on the system domain, a flush at once on simulated
+		 * CPUs. */
+		if (q->simulated ? !(n % 16) : !(n % 256)) {
+			if (q->simulated)
+				sched_yield();
+			else
+				usleep(20000);
+		}
+	}
+	return NULL;
+}
+
+static void *quiet_fresh_flusher(void *arg)
+{
+	struct quiet_fresh *q = arg;
+
+	for (unsigned int i = 0; !__atomic_load_n(&q->stop, __ATOMIC_RELAXED);
+	     i++)
+		tally_stats_flush(i % 2 ? q->root : q->parent);
+	return NULL;
+}
+
+static void *quiet_fresh_reader(void *arg)
+{
+	struct quiet_fresh *q = arg;
+
+	while (!__atomic_load_n(&q->stop, __ATOMIC_RELAXED)) {
+		long before = quiet_published(q), v = -1;
+
+		if (stats_group_clean(q->leaf))
+			__atomic_add_fetch(&q->quiet, 1, __ATOMIC_RELAXED);
+		tally_stats_read(q->leaf, 0, TALLY_FLUSH_FORCE, &v, NULL);
+		if (v < before)
+			__atomic_add_fetch(&q->stale, 1, __ATOMIC_RELAXED);
+		__atomic_add_fetch(&q->reads, 1, __ATOMIC_RELAXED);
+	}
+	return NULL;
+}
+
+static int yield_between_passes(enum tally_inject_point point, void *arg)
+{
+	(void)point;
+	(void)arg;
+	sched_yield();
+	return 0;
+}
+
+static void quiet_fresh_run(struct tally_domain *d)
+{
+	struct tally_stats_options o = { .domain = d, .batch = 4 };
+	struct tally_stats_tree *t = tree_with(&o);
+	struct quiet_fresh *q = calloc(1, sizeof(*q));
+	struct quiet_fresh_arg wa[NR_WRITERS];
+	pthread_t wth[NR_WRITERS], fth, rth;
+	long reads = harness_scale(20000), v = -1;
+
+	REQUIRE(t && q);
+	q->simulated = d != NULL;
+	q->root = tally_stats_root(t);
+	REQUIRE(tally_stats_group_create(q->root, "p", &q->parent) == 0);
+	REQUIRE(tally_stats_group_create(q->parent, "leaf", &q->leaf) == 0);
+	tally_inject_set(TALLY_INJECT_FLUSH_BETWEEN_PASSES,
+			 yield_between_passes, NULL);
+	for (unsigned int i = 0; i < NR_WRITERS; i++) {
+		wa[i] = (struct quiet_fresh_arg){ q, i };
+		start(&wth[i], quiet_fresh_writer, &wa[i]);
+	}
+	start(&fth, quiet_fresh_flusher, q);
+	start(&rth, quiet_fresh_reader, q);
+	for (double until = harness_now() + HARNESS_HANG_S;
+	     (__atomic_load_n(&q->reads, __ATOMIC_RELAXED) < reads ||
+	      __atomic_load_n(&q->quiet, __ATOMIC_RELAXED) < reads / 100 ||
+	      quiet_published(q) < reads) &&
+	     harness_now() < until;)
+		usleep(1000);
+	__atomic_store_n(&q->stop, 1, __ATOMIC_RELAXED);
+	for (int i = 0; i < NR_WRITERS; i++)
+		pthread_join(wth[i], NULL);
+	pthread_join(fth, NULL);
+	pthread_join(rth, NULL);
+	tally_inject_set(TALLY_INJECT_FLUSH_BETWEEN_PASSES, NULL, NULL);
+	CHECK_EQ_LONG(q->stale, 0);
+	/* The quiet path was taken: the test proves something about it. */
+	CHECK_CMP_LONG(q->quiet, >, 0);
+	CHECK_EQ_LONG(tally_stats_read(q->leaf, 0, TALLY_FLUSH_FORCE, &v, NULL),
+		      0);
+	CHECK_EQ_LONG(v, quiet_published(q));
+	if (harness_test_failed())
+		harness_log("%ld forced reads, %ld of a quiet leaf, %ld stale, "
+			    "%ld updates", q->reads, q->quiet, q->stale,
+			    quiet_published(q));
+	free(q);
+	tally_stats_tree_destroy(t);
+}
+
+TEST(forced_read_of_a_quiet_leaf_sees_every_update_before_it_among_flushes)
+{
+	struct tally_domain *d = util_domain(2);
+
+	quiet_fresh_run(NULL);
+	quiet_fresh_run(d);
 	tally_domain_destroy(d);
 }
 

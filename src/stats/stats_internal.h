@@ -107,6 +107,12 @@ struct stats_share {
 	unsigned int running;		/* flushes of the group, takeovers too */
 	unsigned int timed;		/* flushes run: one in 8 is timed */
 	uint64_t active_stamp, done_stamp;
+	/*
+	 * Stamp of the last shared (active) flush done: they run one at a
+	 * time, so it tells whether a given one is done, where done_stamp
+	 * (the highest of all, takeovers too) cannot.
+	 */
+	uint64_t active_done;
 	uint64_t flush_ns;		/* what a flush of it takes, unpreempted */
 	pthread_cond_t cond;
 };

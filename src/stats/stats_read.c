@@ -16,8 +16,8 @@
  * queued behind it, and the stamp of the last one done.  Stamps increase
  * with each flush started.  A reader of G arriving when the clock reads
  * `arrival` needs a flush of G or of an ancestor that started after
- * arrival (forced reads; if-needed reads also take one running at
- * arrival).  It
+ * arrival (forced reads; if-needed reads also take the nearest one
+ * running at arrival, once that one is done).  It
  *
  *   - returns once such a flush is done (done_stamp > arrival);
  *   - otherwise waits for one of G that is active and started after
@@ -119,8 +119,10 @@ static void run_flush(struct tally_stats_tree *t, struct tally_stats_group *a,
 	a->share.running--;
 	if (a->share.done_stamp < stamp)
 		a->share.done_stamp = stamp;
-	if (shared)
+	if (shared) {
 		a->share.active = false;
+		a->share.active_done = stamp;
+	}
 	pthread_cond_broadcast(&a->share.cond);
 }
 
@@ -142,8 +144,9 @@ static struct timespec takeover_deadline(const struct tally_stats_group *a)
 static bool tally_flush(struct tally_stats_group *g, bool fresh)
 {
 	struct tally_stats_tree *t = g->tree;
+	struct tally_stats_group *cover = NULL;
 	struct timespec deadline = { 0, 0 };
-	uint64_t arrival;
+	uint64_t arrival, cover_stamp = 0;
 	bool waited = false;
 
 	/*
@@ -158,18 +161,29 @@ static bool tally_flush(struct tally_stats_group *g, bool fresh)
 	}
 	pthread_mutex_lock(&t->coord_lock);
 	arrival = t->flush_clock;
-	/* Not fresh: a covering flush already running serves too. */
-	for (struct tally_stats_group *a = g; !fresh && a; a = a->parent)
-		if (a->share.active && a->share.active_stamp <= arrival)
-			arrival = a->share.active_stamp - 1;
+	/*
+	 * Not fresh: the nearest covering flush already running serves too,
+	 * once it is done: that one, not any flush that started after it
+	 * (and maybe ended before our arrival).
+	 */
+	for (struct tally_stats_group *a = g; !fresh && !cover && a;
+	     a = a->parent)
+		if (a->share.active) {
+			cover = a;
+			cover_stamp = a->share.active_stamp;
+		}
 	for (;;) {
 		struct tally_stats_group *a, *join = NULL;
 
 		for (a = g; a; a = a->parent)
 			if (a->share.done_stamp > arrival)
 				goto done;
+		if (cover && cover->share.active_done >= cover_stamp)
+			goto done;
 		/* Not an ancestor's: see "Readers share" above. */
-		if (g->share.active && g->share.active_stamp > arrival)
+		if (g->share.active && (g->share.active_stamp > arrival ||
+					(cover == g &&
+					 g->share.active_stamp == cover_stamp)))
 			join = g;
 		if (!join && !g->share.active) {
 			run_flush(t, g, true);

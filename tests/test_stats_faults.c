@@ -83,12 +83,13 @@ struct fresh_arg {
 	int id;
 };
 
-static long published(struct fresh *f)
+/* What the writers published: the updates of theirs that completed. */
+static long published(const long *done)
 {
 	long sum = 0;
 
 	for (int i = 0; i < NR_WRITERS; i++)
-		sum += __atomic_load_n(&f->done[i], __ATOMIC_ACQUIRE);
+		sum += __atomic_load_n(&done[i], __ATOMIC_ACQUIRE);
 	return sum;
 }
 
@@ -110,12 +111,12 @@ static void *fresh_reader(void *arg)
 	struct fresh *f = ((struct fresh_arg *)arg)->f;
 
 	while (!__atomic_load_n(&f->stop, __ATOMIC_RELAXED)) {
-		long before = published(f), v = -1;
+		long before = published(f->done), v = -1;
 
 		tally_stats_read(f->parent, 0, TALLY_FLUSH_FORCE, &v, NULL);
 		if (v < before)
 			__atomic_add_fetch(&f->stale, 1, __ATOMIC_RELAXED);
-		if (v > published(f) + NR_WRITERS)
+		if (v > published(f->done) + NR_WRITERS)
 			__atomic_add_fetch(&f->above, 1, __ATOMIC_RELAXED);
 		__atomic_add_fetch(&f->reads, 1, __ATOMIC_RELAXED);
 	}
@@ -199,12 +200,12 @@ static void fresh_run(long reads, void (*midway)(void))
 	CHECK_EQ_LONG(f->above, 0);
 	CHECK_EQ_LONG(tally_stats_read(root, 0, TALLY_FLUSH_FORCE, &v, NULL),
 		      0);
-	CHECK_EQ_LONG(v, published(f));
+	CHECK_EQ_LONG(v, published(f->done));
 	CHECK(util_stats_info(f->t).fenced != 0);
 	if (harness_test_failed())
 		harness_log("%ld forced reads, %ld stale, %ld above, "
 			    "%ld updates", f->reads, f->stale, f->above,
-			    published(f));
+			    published(f->done));
 out:
 	tally_stats_tree_destroy(f->t);
 	free(f);
@@ -996,15 +997,6 @@ struct quiet_fresh_arg {
 	unsigned int id;
 };
 
-static long quiet_published(struct quiet_fresh *q)
-{
-	long sum = 0;
-
-	for (int i = 0; i < NR_WRITERS; i++)
-		sum += __atomic_load_n(&q->done[i], __ATOMIC_ACQUIRE);
-	return sum;
-}
-
 static void *quiet_fresh_writer(void *arg)
 {
 	struct quiet_fresh_arg *a = arg;
@@ -1047,7 +1039,7 @@ static void *quiet_fresh_reader(void *arg)
 	struct quiet_fresh *q = arg;
 
 	while (!__atomic_load_n(&q->stop, __ATOMIC_RELAXED)) {
-		long before = quiet_published(q), v = -1;
+		long before = published(q->done), v = -1;
 
 		if (stats_group_clean(q->leaf))
 			__atomic_add_fetch(&q->quiet, 1, __ATOMIC_RELAXED);
@@ -1092,7 +1084,7 @@ static void quiet_fresh_run(struct tally_domain *d)
 	for (double until = harness_now() + HARNESS_HANG_S;
 	     (__atomic_load_n(&q->reads, __ATOMIC_RELAXED) < reads ||
 	      __atomic_load_n(&q->quiet, __ATOMIC_RELAXED) < reads / 100 ||
-	      quiet_published(q) < reads) &&
+	      published(q->done) < reads) &&
 	     harness_now() < until;)
 		usleep(1000);
 	__atomic_store_n(&q->stop, 1, __ATOMIC_RELAXED);
@@ -1106,11 +1098,11 @@ static void quiet_fresh_run(struct tally_domain *d)
 	CHECK_CMP_LONG(q->quiet, >, 0);
 	CHECK_EQ_LONG(tally_stats_read(q->leaf, 0, TALLY_FLUSH_FORCE, &v, NULL),
 		      0);
-	CHECK_EQ_LONG(v, quiet_published(q));
+	CHECK_EQ_LONG(v, published(q->done));
 	if (harness_test_failed())
 		harness_log("%ld forced reads, %ld of a quiet leaf, %ld stale, "
 			    "%ld updates", q->reads, q->quiet, q->stale,
-			    quiet_published(q));
+			    published(q->done));
 	free(q);
 	tally_stats_tree_destroy(t);
 }

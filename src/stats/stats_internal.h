@@ -103,7 +103,7 @@ struct stats_fpcpu {
 
 /* TALLY design: one group's shared flush, under coord_lock. */
 struct stats_share {
-	bool active, pending;
+	bool active;
 	unsigned int running;		/* flushes of the group, takeovers too */
 	unsigned int timed;		/* flushes run: one in 8 is timed */
 	uint64_t active_stamp, done_stamp;

@@ -11,9 +11,9 @@
  * and out of every CPU's updated tree: stats_group_clean()) needs no
  * flush: its read touches only the leaf's own lines, however busy the
  * tree around it.  Otherwise each group carries a share (under
- * coord_lock): whether a
- * flush of it is active, with the stamp it started with, whether one is
- * queued behind it, and the stamp of the last one done.  Stamps increase
+ * coord_lock): whether a flush of it is active, with the stamp it started
+ * with, and the stamps of the last one done and of the last active one
+ * done.  Stamps increase
  * with each flush started.  A reader of G arriving when the clock reads
  * `arrival` needs a flush of G or of an ancestor that started after
  * arrival (forced reads; if-needed reads also take the nearest one
@@ -106,7 +106,6 @@ static void run_flush(struct tally_stats_tree *t, struct tally_stats_group *a,
 	if (timed)
 		start = stats_mono_ns();
 	if (shared) {
-		a->share.pending = false;
 		a->share.active = true;
 		a->share.active_stamp = stamp;
 	}
@@ -173,30 +172,25 @@ static bool tally_flush(struct tally_stats_group *g, bool fresh)
 			cover_stamp = a->share.active_stamp;
 		}
 	for (;;) {
-		struct tally_stats_group *a, *join = NULL;
-
-		for (a = g; a; a = a->parent)
+		for (struct tally_stats_group *a = g; a; a = a->parent)
 			if (a->share.done_stamp > arrival)
 				goto done;
 		if (cover && cover->share.active_done >= cover_stamp)
 			goto done;
-		/* Not an ancestor's: see "Readers share" above. */
-		if (g->share.active && (g->share.active_stamp > arrival ||
-					(cover == g &&
-					 g->share.active_stamp == cover_stamp)))
-			join = g;
-		if (!join && !g->share.active) {
+		if (!g->share.active) {
 			run_flush(t, g, true);
 			continue;
 		}
-		if (!join) {
-			g->share.pending = true;
-			join = g;
-		}
+		/*
+		 * G's flush (not an ancestor's: see "Readers share" above):
+		 * one that started after arrival, or the covering one, serves
+		 * us when done; one that started earlier, once it ends, lets
+		 * the first waiter to wake run the next.
+		 */
 		if (!waited)
-			deadline = takeover_deadline(join);
+			deadline = takeover_deadline(g);
 		waited = true;
-		if (pthread_cond_clockwait(&join->share.cond, &t->coord_lock,
+		if (pthread_cond_clockwait(&g->share.cond, &t->coord_lock,
 					   CLOCK_MONOTONIC,
 					   &deadline) == ETIMEDOUT) {
 			/* Its flusher is preempted or stopped: ours is fresh. */
@@ -237,7 +231,6 @@ static void forget_share(struct tally_stats_group *g, void *arg)
 {
 	(void)arg;
 	g->share.active = false;
-	g->share.pending = false;
 	g->share.running = 0;
 	pthread_cond_init(&g->share.cond, NULL);
 }

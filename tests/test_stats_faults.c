@@ -893,15 +893,16 @@ static void resume_the_flush(struct stopped_flush *s)
 }
 
 /*
- * A root flush is stopped half way (its flusher preempted or
- * SIGSTOPped), the leaf is flushed meanwhile, then updated far past its
- * threshold.  An if-needed read of the leaf must flush (or wait for a
- * flush that folds the updates): the value it returns is within
- * tally_stats_read_bound() of the truth.  A flush of the leaf that
- * completed before the read began, before the updates, does not serve
- * it, whatever ancestor flush is still running.
+ * A flush of the leaf (@own) or of the root is stopped half way (its
+ * flusher preempted or SIGSTOPped); the leaf is flushed meanwhile (its own
+ * stopped flush taken over), then updated far past its threshold.  An
+ * if-needed read of the leaf must flush (or wait for a flush that folds
+ * the updates): the value it returns is within tally_stats_read_bound()
+ * of the truth.  A flush of the leaf that completed before the read
+ * began, before the updates, does not serve it, whatever flush is still
+ * running.
  */
-TEST(if_needed_read_under_a_stopped_ancestor_flush_stays_within_the_bound)
+static void if_needed_read_under_a_stopped_flush(bool own)
 {
 	struct tally_domain *d = util_domain(2);
 	struct tally_stats_options o = { .domain = d, .batch = 2 };
@@ -914,16 +915,19 @@ TEST(if_needed_read_under_a_stopped_ancestor_flush_stays_within_the_bound)
 	REQUIRE(tally_stats_group_create(tally_stats_root(t), "leaf", &leaf) ==
 		0);
 	CHECK_EQ_LONG(tally_stats_mod_cpu(leaf, 1, 0, 1), 0);
-	if (stop_a_flush(&s, tally_stats_root(t))) {
+	if (stop_a_flush(&s, own ? leaf : tally_stats_root(t))) {
+		/* Own: waits for its takeover deadline, then flushes. */
 		CHECK_EQ_LONG(tally_stats_flush(leaf), 0);
+		if (own)
+			CHECK_CMP_ULONG(util_stats_info(t).takeovers, >=, 1);
 		CHECK_EQ_LONG(tally_stats_mod_cpu(leaf, 0, 0, 1000000), 0);
 		CHECK_EQ_LONG(tally_stats_read(leaf, 0, TALLY_FLUSH_IF_NEEDED,
 					       &v, NULL),
 			      0);
 		if (!CHECK_LE_LONG(1000001 - v,
 				   (long)tally_stats_read_bound(t)))
-			harness_log("if-needed read %ld of 1000001, the root "
-				    "flush stopped", v);
+			harness_log("if-needed read %ld of 1000001, the %s "
+				    "flush stopped", v, own ? "leaf's" : "root");
 	}
 	resume_the_flush(&s);
 	CHECK_EQ_LONG(tally_stats_read(leaf, 0, TALLY_FLUSH_FORCE, &v, NULL),
@@ -933,44 +937,14 @@ TEST(if_needed_read_under_a_stopped_ancestor_flush_stays_within_the_bound)
 	tally_domain_destroy(d);
 }
 
-/*
- * The same with the group's own flush stopped: a reader took it over
- * (its own flush completed), then the group is updated far past its
- * threshold.  The next if-needed read must not be served by the
- * takeover's flush, which completed before it began.
- */
+TEST(if_needed_read_under_a_stopped_ancestor_flush_stays_within_the_bound)
+{
+	if_needed_read_under_a_stopped_flush(false);
+}
+
 TEST(if_needed_read_after_a_takeover_of_a_stopped_flush_stays_within_the_bound)
 {
-	struct tally_domain *d = util_domain(2);
-	struct tally_stats_options o = { .domain = d, .batch = 2 };
-	struct tally_stats_tree *t = tree_with(&o);
-	struct tally_stats_group *leaf;
-	struct stopped_flush s;
-	long v = -1;
-
-	REQUIRE(t);
-	REQUIRE(tally_stats_group_create(tally_stats_root(t), "leaf", &leaf) ==
-		0);
-	CHECK_EQ_LONG(tally_stats_mod_cpu(leaf, 1, 0, 1), 0);
-	if (stop_a_flush(&s, leaf)) {
-		/* Waits for its takeover deadline, then flushes itself. */
-		CHECK_EQ_LONG(tally_stats_flush(leaf), 0);
-		CHECK_CMP_ULONG(util_stats_info(t).takeovers, >=, 1);
-		CHECK_EQ_LONG(tally_stats_mod_cpu(leaf, 0, 0, 1000000), 0);
-		CHECK_EQ_LONG(tally_stats_read(leaf, 0, TALLY_FLUSH_IF_NEEDED,
-					       &v, NULL),
-			      0);
-		if (!CHECK_LE_LONG(1000001 - v,
-				   (long)tally_stats_read_bound(t)))
-			harness_log("if-needed read %ld of 1000001, the leaf's "
-				    "first flush stopped", v);
-	}
-	resume_the_flush(&s);
-	CHECK_EQ_LONG(tally_stats_read(leaf, 0, TALLY_FLUSH_FORCE, &v, NULL),
-		      0);
-	CHECK_EQ_LONG(v, 1000001);
-	tally_stats_tree_destroy(t);
-	tally_domain_destroy(d);
+	if_needed_read_under_a_stopped_flush(true);
 }
 
 /* ---- quiet reads of a leaf among flushes ------------------------------ */

@@ -32,7 +32,8 @@ struct stats_design_ops {
 	/*
 	 * Flush for a read of @g.  @fresh: the flush must start after the
 	 * call (forced reads); otherwise one already running may serve.
-	 * Returns false when the design skipped the flush.
+	 * Returns false when no flush ran: the design skipped it, or the
+	 * group needed none.
 	 */
 	bool (*flush)(struct tally_stats_group *g, bool fresh);
 	/* A group leaves: no flush of the design may still refer to it. */

@@ -259,7 +259,7 @@ static bool fold_group(struct tally_stats_group *g, unsigned int cpu)
 		fp->prev[i] = v;
 		pending[i] = 0;
 		if (delta)
-			add_long(&g->local[i], delta);
+			add_long(&stats_local(g)[i], delta);
 		if (!total)
 			continue;
 		add_long(&stats_hier(g)[i], total);
@@ -432,7 +432,7 @@ bool stats_group_clean(const struct tally_stats_group *g)
 
 	if (__atomic_load_n(&g->first_child, __ATOMIC_ACQUIRE))
 		return false;
-	for (unsigned int cpu = 0; cpu < t->domain->nr_cpus; cpu++)
+	for (unsigned int cpu = 0; cpu < t->nr_cpus; cpu++)
 		if (__atomic_load_n(&pcpu_of(g, cpu)->queued,
 				    __ATOMIC_ACQUIRE) != QUEUE_IDLE ||
 		    __atomic_load_n(&pcpu_of(g, cpu)->linked,

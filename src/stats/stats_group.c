@@ -101,7 +101,6 @@ void stats_group_free(struct tally_stats_group *g)
 	tally_percpu_free(d, g->fpcpu);
 	pthread_cond_destroy(&g->share.cond);
 	free(g->chain_offs);
-	free(g->local);
 	name_node_fini(&g->node);
 	free(g);
 }
@@ -146,13 +145,17 @@ struct tally_stats_group *stats_group_new(struct tally_stats_tree *t,
 	struct tally_stats_group *g;
 	size_t n = t->nr_stats;
 
-	/* over has a cache line of its own: the group needs that alignment. */
+	/*
+	 * over has a cache line of its own: the group needs that alignment.
+	 * The flushed values follow (stats_hier()).
+	 */
 	g = aligned_alloc(STATS_CACHELINE,
-			  (sizeof(*g) + STATS_CACHELINE - 1) &
+			  (STATS_GROUP_SIZE + 3 * n * sizeof(long) +
+			   STATS_CACHELINE - 1) &
 				  ~(size_t)(STATS_CACHELINE - 1));
 	if (!g)
 		return NULL;
-	memset(g, 0, sizeof(*g));
+	memset(g, 0, STATS_GROUP_SIZE + 3 * n * sizeof(long));
 	g->chain_offs = calloc(nr_chain, sizeof(long) + sizeof(long *));
 	g->tree = t;
 	g->parent = parent;
@@ -163,7 +166,6 @@ struct tally_stats_group *stats_group_new(struct tally_stats_tree *t,
 	g->hcache = t->hcache;
 	g->hint_cap = t->threshold + 1;
 	g->simulated = t->simulated;
-	g->local = calloc(3 * n, sizeof(long));
 	g->pcpu = tally_percpu_alloc(t->domain,
 				     sizeof(struct stats_pcpu) + n * sizeof(long),
 				     STATS_CACHELINE);
@@ -174,7 +176,7 @@ struct tally_stats_group *stats_group_new(struct tally_stats_tree *t,
 	pthread_cond_init(&g->share.cond, NULL);
 	if (name_node_init(&g->node, parent ? &parent->node : NULL, name,
 			   len) ||
-	    !g->chain_offs || !g->local || !g->pcpu || !g->fpcpu) {
+	    !g->chain_offs || !g->pcpu || !g->fpcpu) {
 		stats_group_free(g);
 		return NULL;
 	}

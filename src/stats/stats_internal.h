@@ -88,6 +88,13 @@ struct stats_hcache {
 	struct tally_stats_group *prev;
 	unsigned int runs;
 	unsigned int stealing;
+	/*
+	 * Reads of a clean leaf on the CPU (stats_read.c), which count as
+	 * flushes in tally_stats_tree_info(): in the line the CPU's updates
+	 * keep hot, so that such a read touches none of the tree's shared
+	 * lines and no cold one of its own.
+	 */
+	long clean_reads;
 };
 
 /* stats_hcache.last of a cache a destroyed group was evicted from. */
@@ -145,7 +152,6 @@ struct tally_stats_group {
 	 * move; the flushed values; the flush side's per-CPU part.
 	 */
 	long over __attribute__((aligned(STATS_CACHELINE)));
-	long *local;			/* flushed values: local, hier, pending */
 	struct stats_fpcpu *fpcpu;	/* flush side, under flush_lock */
 
 	/* Structure, under the tree's topo_lock. */
@@ -173,28 +179,33 @@ _Static_assert(offsetof(struct tally_stats_group, share) %
 	       "flush sharing has cache lines of its own");
 
 struct tally_stats_tree {
-	/* Read-mostly. */
+	/*
+	 * Read-mostly.  The first line holds all that a read of a clean
+	 * leaf needs of the tree (ops, nr_cpus, simulated, hcache).
+	 */
 	struct tally_domain *domain;
 	const struct stats_design_ops *ops;
 	void *design_state;		/* another design's own */
+	struct stats_hcache *hcache;	/* per CPU (stats_update.c) */
 	/*
 	 * threshold: batch x nr_cpus.  A group flushes once over passes
 	 * flush_at: the threshold less what the CPUs' hint caches may hold
 	 * (cache_cap - 1 each, and no cache on simulated CPUs), so that the
 	 * read bound stays threshold + nr_cpus x (batch - 1).
 	 */
-	unsigned long batch, threshold, flush_at, cache_cap;
+	unsigned long batch, threshold, flush_at;
+	unsigned int nr_cpus;		/* the domain's */
+	bool simulated;
+	unsigned long cache_cap;
 	uint64_t period_ns;
 	uint64_t (*clock)(void *arg);
 	void *clock_arg;
 	unsigned int nr_stats;
 	char **names;
 	unsigned char *is_event;
-	bool simulated;
 	struct tally_stats_group *root;
 
 	/* Per CPU. */
-	struct stats_hcache *hcache;	/* stats_update.c */
 	struct stats_pcpu **lists;	/* update list heads */
 	unsigned int *pushing;		/* claims being pushed (futex) */
 
@@ -223,17 +234,15 @@ struct tally_stats_tree {
 	bool periodic_running, periodic_stop;
 
 	struct tally_stats_info info;	/* atomics */
-	/*
-	 * Per CPU (real CPUs only): reads of a clean leaf, which count as
-	 * flushes in tally_stats_tree_info(): a read that touches none of
-	 * the tree's shared lines.
-	 */
-	long *clean_reads;
 	struct tally_fork_node fork_node;	/* stats_fork.c registry */
 #ifdef TALLY_DEBUG
 	struct tally_stats_group *graveyard;	/* under topo_lock */
 #endif
 };
+
+_Static_assert(offsetof(struct tally_stats_tree, simulated) <
+		       STATS_CACHELINE,
+	       "what a read of a clean leaf needs of the tree fits one line");
 
 /* The library's design (stats_read.c). */
 extern const struct stats_design_ops stats_design_tally;
@@ -258,16 +267,31 @@ static inline long stats_load(const long *p)
 	return __atomic_load_n(p, __ATOMIC_RELAXED);
 }
 
-/* Hierarchical values of @g (subtree), after its local values. */
+/*
+ * A group's flushed values follow it in its allocation, at a fixed offset:
+ * a read finds them without loading a pointer first (in a busy tree, one
+ * more cache miss before the values' own).
+ */
+#define STATS_GROUP_SIZE                                                     \
+	((sizeof(struct tally_stats_group) + STATS_CACHELINE - 1) &          \
+	 ~(size_t)(STATS_CACHELINE - 1))
+
+/* Hierarchical values of @g (subtree), first. */
 static inline long *stats_hier(const struct tally_stats_group *g)
 {
-	return g->local + g->nr_stats;
+	return (long *)((char *)g + STATS_GROUP_SIZE);
+}
+
+/* Values of @g's own updates. */
+static inline long *stats_local(const struct tally_stats_group *g)
+{
+	return stats_hier(g) + g->nr_stats;
 }
 
 /* Children's flushed totals not yet added to stats_hier(). */
 static inline long *stats_pending(const struct tally_stats_group *g)
 {
-	return g->local + 2 * g->nr_stats;
+	return stats_hier(g) + 2 * g->nr_stats;
 }
 
 /* The overs of the threshold chain, after its offsets. */
@@ -301,7 +325,7 @@ static inline void stats_count_clean_read(struct tally_stats_tree *t)
 	if (t->simulated)
 		stats_count_info(&t->info.flushes, 1);
 	else
-		tally_percpu_add(t->clean_reads, 1);
+		tally_percpu_add(&t->hcache->clean_reads, 1);
 }
 
 /* Visit every group of @t, the root included (topology must be stable). */

@@ -156,7 +156,7 @@ static bool tally_flush(struct tally_stats_group *g, bool fresh)
 	 */
 	if (g->parent && stats_group_clean(g)) {
 		stats_count_clean_read(t);
-		return true;
+		return false;
 	}
 	pthread_mutex_lock(&t->coord_lock);
 	arrival = t->flush_clock;
@@ -278,7 +278,9 @@ bool stats_design_flush(struct tally_stats_group *g, bool fresh)
 {
 	bool flushed = g->tree->ops->flush(g, fresh);
 
-	stats_flush_settle(g->tree);
+	/* Nothing flushed left no node waiting for a barrier. */
+	if (flushed)
+		stats_flush_settle(g->tree);
 	return flushed;
 }
 
@@ -324,7 +326,7 @@ int tally_stats_read(struct tally_stats_group *g, unsigned int stat,
 	if (hier)
 		*hier = stats_load(&stats_hier(g)[stat]);
 	if (local)
-		*local = stats_load(&g->local[stat]);
+		*local = stats_load(&stats_local(g)[stat]);
 	return 0;
 }
 
@@ -342,7 +344,7 @@ int tally_stats_snapshot(struct tally_stats_group *g,
 		if (hier)
 			hier[i] = stats_load(&stats_hier(g)[i]);
 		if (local)
-			local[i] = stats_load(&g->local[i]);
+			local[i] = stats_load(&stats_local(g)[i]);
 	}
 	return 0;
 }

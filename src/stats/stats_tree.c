@@ -67,7 +67,6 @@ static void tree_free(struct tally_stats_tree *t)
 		tally_percpu_free(t->domain, t->hcache);
 		tally_percpu_free(t->domain, t->lists);
 		tally_percpu_free(t->domain, t->pushing);
-		tally_percpu_free(t->domain, t->clean_reads);
 	}
 	for (unsigned int i = 0; t->names && i < t->nr_stats; i++)
 		free(t->names[i]);
@@ -105,8 +104,7 @@ static int tree_setup(struct tally_stats_tree *t,
 	t->hcache = tally_percpu_alloc(t->domain, sizeof(*t->hcache), 32);
 	t->lists = tally_percpu_alloc(t->domain, sizeof(*t->lists), 0);
 	t->pushing = tally_percpu_alloc(t->domain, sizeof(*t->pushing), 0);
-	t->clean_reads = tally_percpu_alloc(t->domain, sizeof(long), 0);
-	if (!t->hcache || !t->lists || !t->pushing || !t->clean_reads)
+	if (!t->hcache || !t->lists || !t->pushing)
 		return -ENOMEM;
 	t->root = stats_group_new(t, NULL, "", 0);
 	return t->root ? 0 : -ENOMEM;
@@ -136,9 +134,11 @@ int stats_tree_create_design(struct tally_stats_tree **out,
 	if (!out || !schema || !nr_stats || nr_stats > TALLY_STATS_MAX ||
 	    !valid_options(&o) || !ops || !ops->flush)
 		return -EINVAL;
-	t = calloc(1, sizeof(*t));
+	/* Its locks and counters have cache lines of their own. */
+	t = aligned_alloc(STATS_CACHELINE, sizeof(*t));
 	if (!t)
 		return -ENOMEM;
+	memset(t, 0, sizeof(*t));
 	stats_flush_init(t);
 	stats_periodic_init(t);
 	t->nr_stats = nr_stats;
@@ -159,6 +159,7 @@ int stats_tree_create_design(struct tally_stats_tree **out,
 		goto fail;
 	}
 	t->threshold = t->batch * t->domain->nr_cpus;
+	t->nr_cpus = t->domain->nr_cpus;
 	t->simulated = t->domain->simulated;
 	/*
 	 * A quarter batch: the larger, the rarer a run of updates of one
@@ -217,9 +218,9 @@ int tally_stats_tree_info(const struct tally_stats_tree *t,
 	if (!t || !info)
 		return -EINVAL;
 	info->flushes = load_info(&t->info.flushes);
-	for (unsigned int cpu = 0; cpu < t->domain->nr_cpus; cpu++)
-		info->flushes += (uint64_t)tally_percpu_read_cpu(t->clean_reads,
-								 cpu);
+	for (unsigned int cpu = 0; cpu < t->nr_cpus; cpu++)
+		info->flushes += (uint64_t)tally_percpu_read_cpu(
+			&t->hcache->clean_reads, cpu);
 	info->root_flushes = load_info(&t->info.root_flushes);
 	info->groups_flushed = load_info(&t->info.groups_flushed);
 	info->shared_waits = load_info(&t->info.shared_waits);

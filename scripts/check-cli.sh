@@ -186,8 +186,20 @@ for l in instance=web-1 job=app; do
 		fail "cli_metrics_label_${l%%=*}_refusal_says_why" "$tmp/why"
 	fi
 done
+# A label name the exporter refuses is a bad command line, whatever the
+# rule it breaks: syntax, reserved, repeated, pid beside --pid.
 run metrics --demo --label 'a b=1'
-expect_error cli_metrics_bad_label_name_fails 1
+expect_error cli_metrics_label_name_with_a_space_is_a_usage_error 2
+run metrics --demo --label 9x=1
+expect_error cli_metrics_label_name_with_a_leading_digit_is_a_usage_error 2
+run metrics --demo --label group=1
+expect_error cli_metrics_label_group_is_a_usage_error 2
+run metrics --demo --label __x=1
+expect_error cli_metrics_label_name_with_two_underscores_is_a_usage_error 2
+run metrics --demo --label a=1 --label a=2
+expect_error cli_metrics_repeated_label_is_a_usage_error 2
+run metrics --demo --pid --label pid=1
+expect_error cli_metrics_label_pid_beside_pid_is_a_usage_error 2
 run metrics --demo --label novalue
 expect_error cli_metrics_label_without_value_is_a_usage_error 2
 if /usr/bin/python3 -c '

@@ -212,23 +212,28 @@ int tally_cmd_metrics(int argc, char **argv)
 	};
 	struct tally_stats_tree *t = NULL;
 	struct tally_exporter *e = NULL;
-	const char *step = "the demo tree";
+	const char *step = "the exporter";
 	int err = parse(&a, argc, argv);
 
 	if (err)
 		return err > 0 ? CLI_EXIT_OK : CLI_EXIT_USAGE;
-	err = build_demo(&t);
+	/* Every -EINVAL of the exporter is a --label name it refuses. */
+	err = tally_exporter_create(&e, &(struct tally_export_options){
+		.format = a.format,
+		.labels = a.labels,
+		.nr_labels = a.nr_labels,
+		.pid = a.pid,
+	});
+	if (err == -EINVAL) {
+		tool_usage_error("bad --label: a NAME is letters, digits and "
+				 "'_', not starting with a digit or '__', at "
+				 "most 64 bytes, not group, not pid with "
+				 "--pid, not twice");
+		return CLI_EXIT_USAGE;
+	}
 	if (!err) {
-		struct tally_export_options o = {
-			.format = a.format,
-			.labels = a.labels,
-			.nr_labels = a.nr_labels,
-			.pid = a.pid,
-		};
-
-		step = "the exporter (a --label NAME is letters, digits and "
-		       "'_', not group, not pid with --pid, not twice)";
-		err = tally_exporter_create(&e, &o);
+		step = "the demo tree";
+		err = build_demo(&t);
 	}
 	if (!err)
 		err = tally_exporter_add_stats(e, t, &so);

@@ -46,6 +46,7 @@
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -399,6 +400,23 @@ static void write_index(struct output *o)
 		free(names[i]);
 }
 
+/*
+ * Beyond this magnitude gnuplot's range and tick arithmetic overflows (a
+ * range of 1e308 is "invalid"), and so would the ranges this tool writes.
+ */
+#define PLOT_MAX_NUMBER 1e300
+
+/* Does @v hold a number gnuplot cannot draw? */
+static bool has_huge_number(const struct json_value *v)
+{
+	if (v->type == JSON_NUMBER)
+		return fabs(v->number) > PLOT_MAX_NUMBER;
+	for (size_t i = 0; i < v->n; i++)
+		if (has_huge_number(&v->items[i]))
+			return true;
+	return false;
+}
+
 /* -o, --output: the directory (@ctx). */
 static int option(int opt, char *arg, void *ctx)
 {
@@ -457,6 +475,12 @@ int tally_plot(int argc, char **argv)
 	if (!bench || bench->type != JSON_STRING) {
 		say("%s: no \"benchmark\" name: not the JSON of tally bench",
 		    path);
+		json_free(doc);
+		return 2;
+	}
+	if (has_huge_number(doc)) {
+		say("%s: a number beyond +-%g, too large for gnuplot to draw",
+		    path, PLOT_MAX_NUMBER);
 		json_free(doc);
 		return 2;
 	}

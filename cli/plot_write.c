@@ -301,9 +301,12 @@ size_t write_xy(struct output *o, const struct plot_spec *s,
 				const struct json_value *yv =
 					json_get(row, s->y[y]);
 
+				/* As a bar: a log axis cannot show <= 0. */
 				if (!same_split(s, first, row) ||
 				    !in_series(s, &set, k, row) ||
-				    !is_number(xv) || !is_number(yv))
+				    !is_number(xv) || !is_number(yv) ||
+				    (s->logx && xv->number <= 0) ||
+				    (s->logy && yv->number <= 0))
 					continue;
 				fprintf(dat, "%.17g %.17g\n", xv->number,
 					yv->number);

@@ -41,8 +41,11 @@ static void fmt_value(char *out, size_t size, double v, bool bytes,
 		if (u == 0)
 			snprintf(out, size, "%s%.0f%s", v < 0 ? "-" : "", a,
 				 a ? "B" : "");
-		else
+		else if (a < 10000)
 			snprintf(out, size, "%s%.1f%c", v < 0 ? "-" : "", a,
+				 units[u]);
+		else	/* past E: the digits would not fit */
+			snprintf(out, size, "%s%.3g%c", v < 0 ? "-" : "", a,
 				 units[u]);
 	} else if (v == floor(v) && fabs(v) < 1e8) {
 		snprintf(out, size, "%.0f", v);

@@ -83,6 +83,36 @@ run plot --frobnicate
 expect_error cli_plot_unknown_option_is_a_usage_error 2
 run plot
 expect_error cli_plot_without_a_file_is_a_usage_error 2
+# Numbers gnuplot cannot draw are the input's fault (status 2, said
+# before gnuplot runs), never a script that gnuplot rejects (status 1):
+# zero on a log axis is left out, as a bar is; a number near the largest
+# double is refused.
+printf '%s\n' '{"benchmark": "oom", "select": [' \
+	'{"tasks": 1, "cpus": 8, "method": "m", "median_us": 0},' \
+	'{"tasks": 2, "cpus": 8, "method": "m", "median_us": 0}]}' \
+	> "$tmp/zero.json"
+run plot "$tmp/zero.json" -o "$tmp/zero"
+if [ "$rc" -eq 2 ] && grep -q 'no number to plot' "$tmp/err" &&
+   ! grep -q 'gnuplot' "$tmp/err"; then
+	pass cli_plot_zero_on_a_log_axis_is_left_out_not_given_to_gnuplot
+else
+	{ echo "exit $rc"; cat "$tmp/err"; } > "$tmp/why"
+	fail cli_plot_zero_on_a_log_axis_is_left_out_not_given_to_gnuplot \
+		"$tmp/why"
+fi
+printf '%s\n' '{"benchmark": "oom", "select": [' \
+	'{"tasks": 1, "cpus": 8, "method": "m", "median_us": 1e308},' \
+	'{"tasks": 2, "cpus": 8, "method": "m", "median_us": 1e308}]}' \
+	> "$tmp/huge.json"
+run plot "$tmp/huge.json" -o "$tmp/huge"
+if [ "$rc" -eq 2 ] && grep -q '^tally: .*1e+300' "$tmp/err" &&
+   ! grep -q 'gnuplot:' "$tmp/err"; then
+	pass cli_plot_number_too_large_to_draw_is_refused_as_bad_input
+else
+	{ echo "exit $rc"; cat "$tmp/err"; } > "$tmp/why"
+	fail cli_plot_number_too_large_to_draw_is_refused_as_bad_input \
+		"$tmp/why"
+fi
 run bench stats --overload-per-cpu 100000 --only readers
 expect_error cli_bench_stats_refuses_more_readers_than_threads 2
 run bench frobnicate
@@ -186,8 +216,20 @@ for l in instance=web-1 job=app; do
 		fail "cli_metrics_label_${l%%=*}_refusal_says_why" "$tmp/why"
 	fi
 done
+# A label name the exporter refuses is a bad command line, whatever the
+# rule it breaks: syntax, reserved, repeated, pid beside --pid.
 run metrics --demo --label 'a b=1'
-expect_error cli_metrics_bad_label_name_fails 1
+expect_error cli_metrics_label_name_with_a_space_is_a_usage_error 2
+run metrics --demo --label 9x=1
+expect_error cli_metrics_label_name_with_a_leading_digit_is_a_usage_error 2
+run metrics --demo --label group=1
+expect_error cli_metrics_label_group_is_a_usage_error 2
+run metrics --demo --label __x=1
+expect_error cli_metrics_label_name_with_two_underscores_is_a_usage_error 2
+run metrics --demo --label a=1 --label a=2
+expect_error cli_metrics_repeated_label_is_a_usage_error 2
+run metrics --demo --pid --label pid=1
+expect_error cli_metrics_label_pid_beside_pid_is_a_usage_error 2
 run metrics --demo --label novalue
 expect_error cli_metrics_label_without_value_is_a_usage_error 2
 if /usr/bin/python3 -c '

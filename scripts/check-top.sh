@@ -497,6 +497,14 @@ run --once "$tmp/deep.prom"
 expect top_groups_deeper_than_256_levels_are_counted_not_shown 0 \
 	'^\(1 samples of groups deeper than 256 levels not shown\)$'
 
+# Byte values past the largest unit (1024 EiB and more, which a float
+# exposition may hold) are shown whole, never as the digits that fit.
+printf '%s\n' 'tally_memory_current_bytes{group="/"} 1e308' \
+	'tally_memory_peak_bytes{group="/"} 1.5e21' > "$tmp/huge.prom"
+run --once "$tmp/huge.prom"
+expect top_byte_values_past_the_largest_unit_are_shown_whole 0 \
+	'^/ +8\.67e\+289E +1301\.0E( |$)'
+
 # --- errors: 1 unreadable source ------------------------------------------
 
 run --once "$tmp/nonexistent.prom"

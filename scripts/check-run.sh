@@ -11,8 +11,9 @@
 #     non-zero status under a max, the right answer without one;
 #   - build/tests/run/run_probe: malloc() refused with ENOMEM in the
 #     process, a forked child and an exec'd image; realloc() growing across
-#     the max returns NULL and leaves the block intact; threads freeing
-#     each other's blocks;
+#     the max returns NULL and leaves the block intact; posix_memalign,
+#     aligned_alloc, memalign, valloc, pvalloc, calloc and reallocarray
+#     refused over the max; threads freeing each other's blocks;
 #   - exit statuses: the program's, 128+N for a signal, 2 for a bad size,
 #     interval or no program, 126 for a statically linked or not executable
 #     program, 127 for a missing one, each with a "tally: run:" message.
@@ -240,6 +241,19 @@ if run realloc_across_the_max_returns_null_and_keeps_the_block 0 \
 	"$tally" run --memory-max 32M -- "$probe" realloc 64; then
 	expect realloc_across_the_max_returns_null_and_keeps_the_block \
 		'^realloc refused at [0-9]+ MiB: Cannot allocate memory, block intact$'
+fi
+# jemalloc has no pvalloc(): glibc's would take a block from glibc's heap
+# that jemalloc's free() cannot take back.
+if run aligned_and_zeroing_allocators_are_refused_over_the_max 0 \
+	"$tally" run --memory-max 32M -- "$probe" aligned 64; then
+	if [ "$(grep -Ec '^[a-z_]+: 4 KiB \(usable 4096\), 64 MiB refused: Cannot allocate memory$' \
+		"$tmp/out")" -eq 7 ]; then
+		pass aligned_and_zeroing_allocators_are_refused_over_the_max
+	else
+		cp "$tmp/out" "$why"
+		fail aligned_and_zeroing_allocators_are_refused_over_the_max \
+			"$why"
+	fi
 fi
 if run threads_freeing_each_others_blocks_are_accounted 0 \
 	"$tally" run --memory-max 64M --metrics "$tmp/t.prom" -- \

@@ -36,6 +36,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -89,6 +90,26 @@ static struct {
 	pid_t writer;
 	pthread_mutex_t lock;
 } run = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+/*
+ * jemalloc has no pvalloc(): glibc's would serve it from glibc's own heap,
+ * uncharged, and jemalloc's free() cannot take that block back (the
+ * program crashes).  The one allocation function the preload exports:
+ * valloc() (jemalloc's, preloaded first) of whole pages, one for 0 bytes,
+ * as glibc's.
+ */
+__attribute__((visibility("default"))) void *pvalloc(size_t size);
+
+void *pvalloc(size_t size)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+
+	if (size > SIZE_MAX - page) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	return valloc(size ? (size + page - 1) & ~(page - 1) : page);
+}
 
 static long env_long(const char *name, long dflt)
 {

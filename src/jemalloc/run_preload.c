@@ -31,8 +31,10 @@
  * stats.resident, stats.mapped and stats.metadata, and the process's
  * resident set size (/proc/self/statm): what the accounting sees against
  * what the kernel sees.  The bound, read in the same process: active +
- * dirty <= charged <= active + dirty + adopted.  It is written by a thread every interval and once more at exit
- * (atexit()); a process killed by a signal leaves the last interval's.
+ * dirty <= charged <= active + dirty + adopted.  It is written once as
+ * the program starts, then by a thread every interval, and once more at
+ * exit (atexit()); a process that ends by _exit() or a signal leaves the
+ * last write.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -230,6 +232,9 @@ static int setup_metrics(void)
 		return ret;
 	if (atexit(metrics_at_exit))
 		return -ENOMEM;
+	/* A program that ends by _exit() or a signal runs no atexit()
+	 * handler: the file is there from its start. */
+	write_metrics();
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 	ret = -pthread_create(&th, &attr, metrics_thread, NULL);

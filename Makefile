@@ -238,10 +238,13 @@ $(BUILD)/libtally_jemalloc.so.0: $(JE_OBJ) $(BUILD)/tally_jemalloc.map \
 $(BUILD)/libtally_jemalloc.so: $(BUILD)/libtally_jemalloc.so.0
 	ln -sf libtally_jemalloc.so.0 $@
 
+# run_preload.o last: its constructor installs the integration, whose
+# fork handler must be registered after libtally's (their constructors
+# run first, in link order).
 $(BUILD)/libtally_run.so: $(RUN_OBJ) $(JE_OBJ) $(BUILD)/libtally.a
 	$(CC) -shared -Wl,--version-script,src/jemalloc/run_preload.map \
-		-Wl,--exclude-libs,ALL -o $@ $(RUN_OBJ) $(JE_OBJ) \
-		$(BUILD)/libtally.a $(JE_LIBS) $(LDFLAGS_ALL) $(LIBS)
+		-Wl,--exclude-libs,ALL -o $@ $(JE_OBJ) $(BUILD)/libtally.a \
+		$(RUN_OBJ) $(JE_LIBS) $(LDFLAGS_ALL) $(LIBS)
 
 $(BUILD)/tests/%: $(BUILD)/obj/tests/jemalloc/%.o $(SUPPORT_OBJ) \
 		$(BUILD)/libtally_jemalloc.a $(LIB_INTERNAL)

@@ -20,7 +20,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <tally/memcg.h>
@@ -57,7 +59,9 @@ static void run_usage(FILE *f)
 "  --metrics FILE      write the group's memory files (usage, peak, limits,\n"
 "                      events, memory.stat) and the process's jemalloc and\n"
 "                      RSS figures as a Prometheus textfile, replaced\n"
-"                      atomically every interval and at exit\n"
+"                      atomically as the program starts, every interval\n"
+"                      and at exit (not after _exit() or a signal: the\n"
+"                      last write stays)\n"
 "  --interval S        seconds between two writes (default 10; 0.001 to\n"
 "                      86400, decimals allowed)\n"
 "\n"
@@ -73,13 +77,14 @@ static void run_usage(FILE *f)
 "accounted with the same limits in their own process; a forked child starts\n"
 "with its copy of the parent's usage.  Only the process tally run started\n"
 "writes the metrics file.  Statically linked programs cannot be run (the\n"
-"preload needs the dynamic loader).\n"
+"preload needs the dynamic loader), nor set-user-ID or set-group-ID ones\n"
+"(the loader ignores the preload for them).\n"
 "\n"
 "Exit status: the program's, or 128+N when signal N killed it; %d bad\n"
 "command line (unparseable size or interval, no program); %d tally failed\n"
 "(the preload library or jemalloc missing, the accounting could not be\n"
 "installed); %d the program cannot be run (not executable, statically\n"
-"linked); %d the program was not found.\n",
+"linked, set-user-ID); %d the program was not found.\n",
 		CLI_EXIT_USAGE, RUN_EXIT_FAILED, RUN_EXIT_CANNOT,
 		RUN_EXIT_MISSING);
 }
@@ -228,6 +233,25 @@ static int is_static_elf(const char *file)
 	return ret;
 }
 
+/*
+ * true when executing @file changes the user or group ID (set-user-ID or
+ * set-group-ID to another owner, on a file system that honours it) or,
+ * for a user other than root, grants capabilities: the kernel then runs
+ * it in secure mode, and the loader ignores LD_PRELOAD.
+ */
+static bool is_secure_exec(const char *file)
+{
+	struct statvfs sv;
+	struct stat st;
+
+	if (stat(file, &st) || (!statvfs(file, &sv) && (sv.f_flag & ST_NOSUID)))
+		return false;
+	return ((st.st_mode & S_ISUID) && st.st_uid != getuid()) ||
+	       ((st.st_mode & S_ISGID) && st.st_gid != getgid()) ||
+	       (getuid() != 0 &&
+		getxattr(file, "security.capability", NULL, 0) > 0);
+}
+
 /* The preload library: $TALLY_RUN_PRELOAD, beside the tool, installed. */
 static bool find_preload(char *buf, size_t len)
 {
@@ -289,7 +313,12 @@ static void exec_child(char **argv, const char *preload, long max, long high,
 		 "", old ? old : "");
 	sprintf(mc, "%s%soversize_threshold:0", conf ? conf : "",
 		conf && *conf ? "," : "");
-	if (setenv("LD_PRELOAD", ld, 1) || setenv("MALLOC_CONF", mc, 1) ||
+	/* What the preload reads is this command line's, nothing inherited. */
+	if (unsetenv("TALLY_RUN_MEMORY_MAX") ||
+	    unsetenv("TALLY_RUN_MEMORY_HIGH") ||
+	    unsetenv("TALLY_RUN_METRICS") ||
+	    unsetenv("TALLY_RUN_INTERVAL_MS") ||
+	    setenv("LD_PRELOAD", ld, 1) || setenv("MALLOC_CONF", mc, 1) ||
 	    !setenv_long("TALLY_RUN_FD", fd) ||
 	    !setenv_long("TALLY_RUN_PID", (long)getpid()) ||
 	    (max != TALLY_MEMCG_UNLIMITED &&
@@ -327,7 +356,7 @@ int tally_cmd_run(int argc, char **argv)
 	};
 	struct run_args a = { TALLY_MEMCG_UNLIMITED, TALLY_MEMCG_UNLIMITED,
 			      10000, NULL };
-	char preload[PATH_MAX], prog[PATH_MAX];
+	char preload[PATH_MAX], prog[PATH_MAX], metrics[PATH_MAX];
 	int i, pfd[2], status, err;
 
 	err = tool_parse_options(&cmd, argc, argv, &a, &i);
@@ -349,11 +378,39 @@ int tally_cmd_run(int argc, char **argv)
 			"the dynamic loader)\n", prog);
 		return RUN_EXIT_CANNOT;
 	}
+	if (is_secure_exec(prog)) {
+		fprintf(stderr, "tally: run: %s is set-user-ID, set-group-ID "
+			"or has file capabilities: the loader would run it "
+			"without the preload (LD_PRELOAD is ignored in secure "
+			"mode)\n", prog);
+		return RUN_EXIT_CANNOT;
+	}
 	if (!find_preload(preload, sizeof(preload))) {
 		fprintf(stderr, "tally: run: cannot find %s (set "
 			"TALLY_RUN_PRELOAD): %s\n", PRELOAD_SO,
 			strerror(errno));
 		return RUN_EXIT_FAILED;
+	}
+	if (strpbrk(preload, " :")) {
+		fprintf(stderr, "tally: run: cannot preload %s: LD_PRELOAD "
+			"splits its list at spaces and colons\n", preload);
+		return RUN_EXIT_FAILED;
+	}
+	/* The program may change directory: the file is named from here. */
+	if (a.metrics && a.metrics[0] != '/') {
+		char cwd[PATH_MAX];
+
+		err = getcwd(cwd, sizeof(cwd)) ? 0 : errno;
+		if (!err && snprintf(metrics, sizeof(metrics), "%s/%s", cwd,
+				     a.metrics) >= (int)sizeof(metrics))
+			err = ENAMETOOLONG;
+		if (err) {
+			fprintf(stderr, "tally: run: %s: cannot name it from "
+				"the current directory: %s\n", a.metrics,
+				strerror(err));
+			return RUN_EXIT_FAILED;
+		}
+		a.metrics = metrics;
 	}
 	/* The pipe's write end stays open across exec (no O_CLOEXEC). */
 	if (pipe(pfd)) {

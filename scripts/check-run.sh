@@ -11,8 +11,14 @@
 #     non-zero status under a max, the right answer without one;
 #   - build/tests/run/run_probe: malloc() refused with ENOMEM in the
 #     process, a forked child and an exec'd image; realloc() growing across
-#     the max returns NULL and leaves the block intact; threads freeing
-#     each other's blocks;
+#     the max returns NULL and leaves the block intact; posix_memalign,
+#     aligned_alloc, memalign, valloc, pvalloc, calloc and reallocarray
+#     refused over the max; threads freeing each other's blocks;
+#   - the metrics file: a relative path named from tally run's directory,
+#     written as the program starts (there after _exit() or a signal);
+#     TALLY_RUN_* variables already in the environment set no limit and
+#     no file; a set-user-ID program, and a preload path LD_PRELOAD cannot
+#     carry, refused before the program runs;
 #   - exit statuses: the program's, 128+N for a signal, 2 for a bad size,
 #     interval or no program, 126 for a statically linked or not executable
 #     program, 127 for a missing one, each with a "tally: run:" message.
@@ -241,6 +247,19 @@ if run realloc_across_the_max_returns_null_and_keeps_the_block 0 \
 	expect realloc_across_the_max_returns_null_and_keeps_the_block \
 		'^realloc refused at [0-9]+ MiB: Cannot allocate memory, block intact$'
 fi
+# jemalloc has no pvalloc(): glibc's would take a block from glibc's heap
+# that jemalloc's free() cannot take back.
+if run aligned_and_zeroing_allocators_are_refused_over_the_max 0 \
+	"$tally" run --memory-max 32M -- "$probe" aligned 64; then
+	if [ "$(grep -Ec '^[a-z_]+: 4 KiB \(usable 4096\), 64 MiB refused: Cannot allocate memory$' \
+		"$tmp/out")" -eq 7 ]; then
+		pass aligned_and_zeroing_allocators_are_refused_over_the_max
+	else
+		cp "$tmp/out" "$why"
+		fail aligned_and_zeroing_allocators_are_refused_over_the_max \
+			"$why"
+	fi
+fi
 if run threads_freeing_each_others_blocks_are_accounted 0 \
 	"$tally" run --memory-max 64M --metrics "$tmp/t.prom" -- \
 	"$probe" threads; then
@@ -258,6 +277,99 @@ if run threads_freeing_each_others_blocks_are_accounted 0 \
 		fail threads_freeing_each_others_blocks_are_accounted "$why"
 	fi
 fi
+
+# --- the metrics file ---------------------------------------------------
+# A relative path is tally run's, whatever directory the program moves to.
+mkdir -p "$tmp/cwd/sub"
+abs_tally=$(cd "$(dirname "$tally")" && pwd)/tally
+abs_probe=$(cd "$(dirname "$probe")" && pwd)/run_probe
+if run relative_metrics_path_is_tally_run_s_directory_s 0 \
+	sh -c 'cd "$1" && shift && exec "$@"' sh "$tmp/cwd" \
+	"$abs_tally" run --metrics rel.prom -- "$abs_probe" chdir sub; then
+	if [ -s "$tmp/cwd/rel.prom" ] && [ ! -e "$tmp/cwd/sub/rel.prom" ]; then
+		pass relative_metrics_path_is_tally_run_s_directory_s
+	else
+		ls -R "$tmp/cwd" > "$why"
+		fail relative_metrics_path_is_tally_run_s_directory_s "$why"
+	fi
+fi
+# No atexit() handler runs after _exit() or a signal: the file written
+# when the program started is there.
+for how in _exit signal; do
+	name=metrics_file_is_written_by_a_program_that_ends_by_$how
+	if [ $how = _exit ]; then
+		run "$name" 0 "$tally" run --metrics "$tmp/$how.prom" -- \
+			"$probe" _exit
+	else
+		run "$name" 137 "$tally" run --metrics "$tmp/$how.prom" -- \
+			sh -c 'kill -9 $$'
+	fi && if grep -q '^tally_memory_current_bytes{group="/run"} ' \
+		"$tmp/$how.prom" 2>/dev/null; then
+		pass "$name"
+	else
+		echo "no memory.current of /run in $tmp/$how.prom" > "$why"
+		fail "$name" "$why"
+	fi
+done
+
+# --- the environment of tally run -----------------------------------------
+# The variables tally run passes to its preload are the command line's
+# alone: one already in its environment sets no limit and no file.
+if run environment_s_tally_run_max_sets_no_limit 0 \
+	env TALLY_RUN_MEMORY_MAX=1048576 TALLY_RUN_MEMORY_HIGH=garbage \
+	"$tally" run -- "$probe" alloc 8; then
+	expect environment_s_tally_run_max_sets_no_limit \
+		'^alloc: allocated 8 MiB$'
+fi
+if run environment_s_tally_run_metrics_writes_no_file 0 \
+	env TALLY_RUN_METRICS="$tmp/stray.prom" TALLY_RUN_INTERVAL_MS=1 \
+	"$tally" run -- "$probe" alloc 1; then
+	if [ -e "$tmp/stray.prom" ]; then
+		echo "$tmp/stray.prom was written" > "$why"
+		fail environment_s_tally_run_metrics_writes_no_file "$why"
+	else
+		pass environment_s_tally_run_metrics_writes_no_file
+	fi
+fi
+
+# refused NAME STATUS PATTERN COMMAND...: tally run exits STATUS with a
+# message matching PATTERN, and the program never ran (the probe prints
+# nothing).
+refused() {
+	name=$1
+	want=$2
+	pattern=$3
+	shift 3
+	if run "$name" "$want" "$@"; then
+		if grep -q '^alloc:' "$tmp/out"; then
+			{ echo "the program ran:"; cat "$tmp/out"; } > "$why"
+			fail "$name" "$why"
+		else
+			expect "$name" "$pattern"
+		fi
+	fi
+}
+# The loader ignores LD_PRELOAD for a program that changes the user or
+# group ID: it would run without the accounting.
+if [ "$(id -u)" -eq 0 ] && id nobody > /dev/null 2>&1; then
+	cp "$probe" "$tmp/setuid_probe"
+	chown nobody "$tmp/setuid_probe"
+	chmod 4755 "$tmp/setuid_probe"
+	case $(findmnt -no OPTIONS -T "$tmp" 2>/dev/null) in
+	*nosuid*) ;;
+	*) refused set_user_id_program_is_refused_before_it_runs 126 \
+		'^tally: run: .*setuid_probe is set-user-ID' \
+		"$tally" run --memory-max 8M -- "$tmp/setuid_probe" alloc 64 ;;
+	esac
+fi
+# LD_PRELOAD splits its list at spaces and colons: a preload library
+# whose path holds one cannot be preloaded.
+mkdir -p "$tmp/a dir"
+cp "$build/libtally_run.so" "$tmp/a dir/"
+refused preload_path_with_a_space_is_refused_before_the_program_runs 125 \
+	'^tally: run: cannot preload .*a dir/libtally_run.so' \
+	env TALLY_RUN_PRELOAD="$tmp/a dir/libtally_run.so" \
+	"$tally" run --memory-max 8M -- "$probe" alloc 64
 
 # --- exit statuses and bad input --------------------------------------
 run program_s_exit_status_is_tally_run_s 7 "$tally" run -- sh -c 'exit 7' &&

@@ -85,7 +85,10 @@
  * never destroyed once tally_jemalloc_init() used it.
  *
  * fork(): the child inherits the arenas, the hooks and the groups with
- * the tree; the integration's lock is taken around fork().
+ * the tree; the integration's lock is taken around fork(), after waiting
+ * for the hooks that drain or purge (a charge that did not fit at once).
+ * While a fork is being prepared, such a charge is refused without
+ * draining, purging or counting an event, as a TALLY_MEMCG_NOBLOCK one.
  *
  * Error codes: functions that can fail return 0 or a negative errno
  * value.

@@ -51,6 +51,15 @@ void tally_je_hooks_init(struct arena *a, unsigned int ind);
  */
 void tally_je_installing(bool on);
 
+/*
+ * The fork gate (tally_jemalloc_hooks.c): closed by the prepare handler
+ * before any other lock (it waits for the hooks charging slowly), opened
+ * in the parent, made anew in the child.
+ */
+void tally_je_gate_close(void);
+void tally_je_gate_open(void);
+void tally_je_gate_reset(void);
+
 /* Purge the dirty pages of every arena (mallctl arena.<all>.purge). */
 void tally_je_purge_all(void);
 

@@ -31,11 +31,14 @@
  * stats.resident, stats.mapped and stats.metadata, and the process's
  * resident set size (/proc/self/statm): what the accounting sees against
  * what the kernel sees.  The bound, read in the same process: active +
- * dirty <= charged <= active + dirty + adopted.  It is written by a thread every interval and once more at exit
- * (atexit()); a process killed by a signal leaves the last interval's.
+ * dirty <= charged <= active + dirty + adopted.  It is written once as
+ * the program starts, then by a thread every interval, and once more at
+ * exit (atexit()); a process that ends by _exit() or a signal leaves the
+ * last write.
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -89,6 +92,26 @@ static struct {
 	pid_t writer;
 	pthread_mutex_t lock;
 } run = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+/*
+ * jemalloc has no pvalloc(): glibc's would serve it from glibc's own heap,
+ * uncharged, and jemalloc's free() cannot take that block back (the
+ * program crashes).  The one allocation function the preload exports:
+ * valloc() (jemalloc's, preloaded first) of whole pages, one for 0 bytes,
+ * as glibc's.
+ */
+__attribute__((visibility("default"))) void *pvalloc(size_t size);
+
+void *pvalloc(size_t size)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+
+	if (size > SIZE_MAX - page) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	return valloc(size ? (size + page - 1) & ~(page - 1) : page);
+}
 
 static long env_long(const char *name, long dflt)
 {
@@ -209,6 +232,9 @@ static int setup_metrics(void)
 		return ret;
 	if (atexit(metrics_at_exit))
 		return -ENOMEM;
+	/* A program that ends by _exit() or a signal runs no atexit()
+	 * handler: the file is there from its start. */
+	write_metrics();
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 	ret = -pthread_create(&th, &attr, metrics_thread, NULL);

@@ -86,19 +86,32 @@ static void group_drop(struct tally_memcg *g)
  * integration calls mallctl() (jemalloc's locks) and drops group
  * references (the memory groups' locks), so it must be taken before
  * both; prepare handlers run in the reverse order of registration, and
- * this one is registered by tally_jemalloc_install(), after libtally's
+ * this one is registered by tally_jemalloc_init(), after libtally's
  * (registered when libtally is loaded) and after jemalloc's (registered
  * by jemalloc's first allocation, which the install's mallctl() calls
- * follow).
+ * follow).  Before tj.lock it closes the hooks' fork gate
+ * (tally_jemalloc_hooks.c): the hooks that charge slowly, with an arena's
+ * lock held, take the tree's and jemalloc's locks, so they must be out
+ * before the fork takes those.
  */
 static void prefork(void)
 {
+	/* First the hooks' fork gate: a hook inside may call back into the
+	 * integration (a reclaim callback), never the other way round. */
+	tally_je_gate_close();
 	pthread_mutex_lock(&tj.lock);
 }
 
-static void postfork(void)
+static void postfork_parent(void)
 {
 	pthread_mutex_unlock(&tj.lock);
+	tally_je_gate_open();
+}
+
+static void postfork_child(void)
+{
+	pthread_mutex_unlock(&tj.lock);
+	tally_je_gate_reset();
 }
 
 static int read_size(const char *name, size_t *out)
@@ -255,7 +268,7 @@ int tally_jemalloc_init(const struct tally_jemalloc_options *opts)
 		if (ret)
 			goto out;
 	}
-	if (pthread_atfork(prefork, postfork, postfork)) {
+	if (pthread_atfork(prefork, postfork_parent, postfork_child)) {
 		ret = -ENOMEM;
 		goto out;
 	}

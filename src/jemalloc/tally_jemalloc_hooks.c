@@ -18,12 +18,28 @@
  *
  * A refused charge purges every arena's dirty pages and retries with the
  * group's reclaim and OOM policy; a refusal makes the hook fail, and
- * jemalloc returns NULL (ENOMEM).  The hooks take no lock of ours, and
- * keep nothing but thread-local state: whether the thread installs the
- * hooks, and the commit it refused last.
+ * jemalloc returns NULL (ENOMEM).  The hooks keep nothing but
+ * thread-local state (whether the thread installs the hooks, and the
+ * commit it refused last) and take one lock of ours, the fork gate, only
+ * to try it.
+ *
+ * The fork gate.  jemalloc calls a hook with an arena's lock held, and a
+ * charge that does not fit at once drains the memory tree's stocks (its
+ * drain lock) and purges every arena (their decay and cache locks):
+ * fork() takes the tree's locks, then jemalloc's, so a fork at that
+ * moment would wait for the hook's arena lock while the hook waits for a
+ * lock the fork holds.  That slow part runs as a reader of the gate, only
+ * if it can enter without waiting; the integration's prepare handler,
+ * which runs before the tree's and jemalloc's, takes the gate as a writer
+ * and so waits for the hooks inside.  A hook that finds it taken (a fork
+ * in progress) refuses the charge that did not fit at once, as a charge
+ * the stocks could not serve without waiting (%TALLY_MEMCG_NOBLOCK).
  */
+#define _GNU_SOURCE	/* PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/mman.h>
 
 #include "jemalloc_internal.h"
@@ -44,6 +60,29 @@ static __thread bool in_install;
  */
 static __thread struct arena *refused_arena;
 static __thread size_t refused_size;
+
+/* Writers first: a fork waiting for the gate closes it to new hooks. */
+static pthread_rwlock_t gate = PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP;
+
+void tally_je_gate_close(void)
+{
+	pthread_rwlock_wrlock(&gate);
+}
+
+void tally_je_gate_open(void)
+{
+	pthread_rwlock_unlock(&gate);
+}
+
+void tally_je_gate_reset(void)
+{
+	static const pthread_rwlock_t fresh =
+		PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP;
+
+	/* The child's writer is its only thread, under another thread ID
+	 * than the parent's: unlocking would take it for a reader. */
+	memcpy(&gate, &fresh, sizeof(gate));
+}
 
 int tally_je_hooks_setup(void)
 {
@@ -80,10 +119,15 @@ static bool charge(struct arena *a, size_t n)
 	if (n == 0)
 		return true;
 	if (g && !in_install) {
-		ret = tally_memcg_charge(g, (long)n, TALLY_MEMCG_NORECLAIM);
-		if (ret == -ENOMEM) {
-			tally_je_purge_all();
-			ret = tally_memcg_charge(g, (long)n, 0);
+		ret = tally_memcg_charge(g, (long)n, TALLY_MEMCG_NOBLOCK);
+		if (ret == -EAGAIN && !pthread_rwlock_tryrdlock(&gate)) {
+			ret = tally_memcg_charge(g, (long)n,
+						 TALLY_MEMCG_NORECLAIM);
+			if (ret == -ENOMEM) {
+				tally_je_purge_all();
+				ret = tally_memcg_charge(g, (long)n, 0);
+			}
+			pthread_rwlock_unlock(&gate);
 		}
 		if (ret < 0) {
 			errno = ENOMEM;

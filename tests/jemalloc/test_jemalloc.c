@@ -7,8 +7,14 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <jemalloc/jemalloc.h>
 
@@ -334,6 +340,103 @@ TEST(a_destroyed_group_loses_nothing_and_its_arenas_serve_the_next_group)
 	tally_jemalloc_set_current(save);
 	CHECK(tally_jemalloc_release(q2) == 0);
 	CHECK(reused);
+}
+
+struct churn {
+	struct tally_memcg *group;
+	atomic_bool *stop;
+	uint64_t seed;
+};
+
+/* Allocate and free blocks of up to 3 MiB in a group at its max. */
+static void *churn_at_the_limit(void *arg)
+{
+	struct churn *c = arg;
+	struct rng r = { c->seed };
+	void *b[16] = { 0 };
+
+	tally_jemalloc_set_current(c->group);
+	while (!atomic_load(c->stop))
+		for (unsigned int i = 0; i < ARRAY_SIZE(b); i++) {
+			size_t n = 4096 + rng_next(&r) % (3u << 20);
+
+			free(b[i]);
+			b[i] = malloc(n);
+			if (b[i])
+				memset(b[i], 1, 4096);
+		}
+	for (unsigned int i = 0; i < ARRAY_SIZE(b); i++)
+		free(b[i]);
+	tally_jemalloc_set_current(NULL);
+	return NULL;
+}
+
+/*
+ * The forks of one process whose threads (more than the CPUs) allocate
+ * in a group at its max, each child allocating and exiting: 0 when every
+ * fork returned.
+ */
+static int fork_while_charging(struct tally_memcg *g)
+{
+	enum { THREADS = 4, FORKS = 100 };
+	struct churn c[THREADS];
+	pthread_t th[THREADS];
+	atomic_bool stop = false;
+	int ret = 0;
+
+	for (unsigned int i = 0; i < THREADS; i++) {
+		c[i] = (struct churn){ g, &stop, i + 1 };
+		if (pthread_create(&th[i], NULL, churn_at_the_limit, &c[i]))
+			return 1;
+	}
+	for (int i = 0; i < FORKS && !ret; i++) {
+		pid_t pid = fork();
+
+		if (pid == 0) {
+			free(malloc(100000));
+			_exit(0);
+		}
+		ret = pid < 0 || harness_wait_child(pid) != 0;
+	}
+	atomic_store(&stop, true);
+	for (unsigned int i = 0; i < THREADS; i++)
+		pthread_join(th[i], NULL);
+	return ret;
+}
+
+/*
+ * A charge that does not fit drains the stocks (the memory tree's drain
+ * lock) and purges jemalloc's arenas from inside an extent hook, which
+ * jemalloc calls with an arena's lock held; fork() takes the tree's
+ * locks, then jemalloc's.  A fork at that moment must not deadlock: run
+ * in a child, killed if it makes no progress.
+ */
+TEST(fork_while_threads_allocate_at_the_limit_does_not_deadlock)
+{
+	struct tally_memcg *g = new_group(NULL, "forking");
+	struct timespec tick = { 0, 10000000 };
+	double deadline;
+	int status = -1;
+	pid_t pid, done = 0;
+
+	REQUIRE(tally_memcg_set_limit(g, TALLY_MEMCG_MAX, 16l << 20) == 0);
+	fflush(NULL);
+	pid = fork();
+	REQUIRE(pid >= 0);
+	if (pid == 0)
+		_exit(fork_while_charging(g));
+	deadline = harness_now() + HARNESS_HANG_S;
+	while ((done = waitpid(pid, &status, WNOHANG)) == 0 &&
+	       harness_now() < deadline)
+		nanosleep(&tick, NULL);
+	if (done == 0) {
+		kill(pid, SIGKILL);
+		waitpid(pid, &status, 0);
+		harness_log("the forking process hung (killed after %d s)",
+			    HARNESS_HANG_S);
+	}
+	CHECK(done == pid);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
 /*

@@ -15,11 +15,20 @@
  *                           when realloc() refused
  *   run_probe threads       4 threads free each other's blocks; print the
  *                           blocks they freed
+ *   run_probe aligned MIB   each of posix_memalign, aligned_alloc,
+ *                           memalign, valloc, pvalloc, calloc and
+ *                           reallocarray: a 4 KiB block (written, its
+ *                           usable size read, freed), then one of MIB MiB;
+ *                           print what each gave
+ *   run_probe chdir DIR     chdir(DIR), then exit(0)
+ *   run_probe _exit         _exit(0): no atexit() handler runs
  *
  * Exit status 0 when the program saw what a program sees under malloc
  * (NULL and ENOMEM, an intact block), 1 otherwise.
  */
+#define _GNU_SOURCE	/* pvalloc, reallocarray */
 #include <errno.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -130,6 +139,73 @@ static int threads(void)
 	return 0;
 }
 
+/* One of the aligned or zeroing allocators, by name. */
+static void *alloc_with(const char *fn, size_t n, int *err)
+{
+	void *p = NULL;
+
+	errno = 0;
+	if (!strcmp(fn, "posix_memalign")) {
+		int ret = posix_memalign(&p, 4096, n);
+
+		errno = ret;
+		if (ret)
+			p = NULL;
+	} else if (!strcmp(fn, "aligned_alloc")) {
+		p = aligned_alloc(4096, n);
+	} else if (!strcmp(fn, "memalign")) {
+		p = memalign(4096, n);
+	} else if (!strcmp(fn, "valloc")) {
+		p = valloc(n);
+	} else if (!strcmp(fn, "pvalloc")) {
+		p = pvalloc(n);
+	} else if (!strcmp(fn, "calloc")) {
+		p = calloc(1, n);
+	} else if (!strcmp(fn, "reallocarray")) {
+		p = reallocarray(NULL, 1, n);
+	}
+	*err = errno;
+	return p;
+}
+
+static int aligned(long limit)
+{
+	static const char *const fns[] = {
+		"posix_memalign", "aligned_alloc", "memalign", "valloc",
+		"pvalloc", "calloc", "reallocarray",
+	};
+	int bad = 0;
+
+	for (unsigned int i = 0; i < sizeof(fns) / sizeof(fns[0]); i++) {
+		int err;
+		unsigned char *p = alloc_with(fns[i], 4096, &err);
+		size_t usable;
+
+		if (!p) {
+			printf("%s: 4 KiB refused: %s\n", fns[i], strerror(err));
+			bad = 1;
+			continue;
+		}
+		usable = malloc_usable_size(p);
+		memset(p, 5, usable);
+		free(p);
+		p = alloc_with(fns[i], (size_t)(limit * MIB), &err);
+		if (p) {
+			memset(p, 5, (size_t)(limit * MIB));
+			free(p);
+			printf("%s: 4 KiB (usable %zu), %ld MiB allocated\n",
+			       fns[i], usable, limit);
+		} else {
+			printf("%s: 4 KiB (usable %zu), %ld MiB refused: %s\n",
+			       fns[i], usable, limit, strerror(err));
+			bad |= err != ENOMEM;
+		}
+		bad |= usable < 4096;
+		fflush(stdout);
+	}
+	return bad;
+}
+
 int main(int argc, char **argv)
 {
 	long mib = argc > 2 ? atol(argv[2]) : 0;
@@ -142,6 +218,12 @@ int main(int argc, char **argv)
 		return grow(mib);
 	if (!strcmp(argv[1], "threads"))
 		return threads();
+	if (!strcmp(argv[1], "aligned"))
+		return aligned(mib);
+	if (!strcmp(argv[1], "chdir") && argc > 2)
+		return chdir(argv[2]) != 0;
+	if (!strcmp(argv[1], "_exit"))
+		_exit(0);
 	if (!strcmp(argv[1], "exec")) {
 		execl("/proc/self/exe", argv[0], "alloc", argv[2],
 		      (char *)NULL);

@@ -891,7 +891,9 @@ int tally_memcg_set_oom_policy(struct tally_memcg *g,
  * @owner: the caller's pointer, for the kill callback.
  *
  * The caller fills these and keeps the structure alive while attached;
- * the rest is tally's.
+ * the rest is tally's.  A task whose fields are no longer valid when an
+ * OOM kill chooses (changed since the attach, or its mm destroyed) is
+ * left out of the choice.
  */
 struct tally_memcg_task {
 	const struct tally_mm *mm;
@@ -914,8 +916,9 @@ struct tally_memcg_task {
  * allocate (room for the OOM candidates, so that an OOM kill allocates
  * nothing).
  *
- * Return: 0, -EINVAL (NULL, no mm, score_adj out of range, destroyed
- * group), -EBUSY (already attached), -ENOMEM.
+ * Return: 0, -EINVAL (NULL, no mm or a destroyed one, score_adj out of
+ * range, flags other than %TALLY_OOM_UNKILLABLE and %TALLY_OOM_PREFER,
+ * destroyed group), -EBUSY (already attached), -ENOMEM.
  */
 int tally_memcg_task_attach(struct tally_memcg *g,
 			    struct tally_memcg_task *task);

@@ -29,6 +29,19 @@ struct collect {
 	size_t nr;
 };
 
+/*
+ * What tally_oom_select() accepts of a task: its fields are the caller's
+ * and may have changed since the attach checked them; one bad task must
+ * not make the whole selection fail, so it is left out.
+ */
+static bool valid_task(const struct tally_memcg_task *task)
+{
+	return task->mm && task->mm->magic == TALLY_MM_MAGIC &&
+	       !(task->flags & ~(TALLY_OOM_UNKILLABLE | TALLY_OOM_PREFER)) &&
+	       task->score_adj >= TALLY_OOM_SCORE_ADJ_MIN &&
+	       task->score_adj <= TALLY_OOM_SCORE_ADJ_MAX;
+}
+
 static long collect_tasks(struct tally_memcg *g, void *arg)
 {
 	struct collect *c = arg;
@@ -39,6 +52,8 @@ static long collect_tasks(struct tally_memcg *g, void *arg)
 
 		if (c->nr == c->t->cand_room)
 			break;
+		if (!valid_task(task))
+			continue;
 		cand = &c->t->cands[c->nr];
 		memset(cand, 0, sizeof(*cand));
 		cand->mm = task->mm;
@@ -167,9 +182,7 @@ int tally_memcg_task_attach(struct tally_memcg *g,
 	struct tally_memcg_tree *t;
 	int err = 0;
 
-	if (!g || !task || !task->mm ||
-	    task->score_adj < TALLY_OOM_SCORE_ADJ_MIN ||
-	    task->score_adj > TALLY_OOM_SCORE_ADJ_MAX)
+	if (!g || !task || !valid_task(task))
 		return -EINVAL;
 	t = g->tree;
 	pthread_mutex_lock(&t->oom_lock);

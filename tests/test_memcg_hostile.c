@@ -18,6 +18,26 @@
 #include "harness.h"
 #include "util.h"
 
+/* Run @fn in a child that a hang kills; its status (0: its checks held). */
+static int run_with_alarm(void (*fn)(void))
+{
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		alarm(HARNESS_HANG_S);
+		fn();
+		harness_child_exit();
+	}
+	return harness_wait_child(pid);
+}
+
+/* Spin-free wait for an int to reach @value (sleeps 100 us at a time). */
+static void wait_for(int *word, int value)
+{
+	while (__atomic_load_n(word, __ATOMIC_ACQUIRE) != value)
+		usleep(100);
+}
+
 /* ---- a task with flags tally_oom_select() refuses -------------------- */
 
 static struct tally_memcg_task *killed;
@@ -70,4 +90,82 @@ TEST(attach_refuses_unknown_task_flags_and_the_good_task_is_still_killed)
 	tally_memcg_tree_destroy(t);
 	tally_mm_destroy(&mm_good);
 	tally_mm_destroy(&mm_bad);
+}
+
+/* ---- destroy against a reclaim call in flight ------------------------ */
+
+struct parked {
+	int entered;
+	int release;
+	int returned;
+	struct tally_memcg *g;
+};
+
+static long parked_reclaim(struct tally_memcg *g, long bytes, void *arg)
+{
+	struct parked *p = arg;
+
+	(void)g;
+	(void)bytes;
+	__atomic_store_n(&p->entered, 1, __ATOMIC_RELEASE);
+	wait_for(&p->release, 1);
+	__atomic_store_n(&p->returned, 1, __ATOMIC_RELEASE);
+	return 0;
+}
+
+static void *charge_into_parked(void *arg)
+{
+	struct parked *p = arg;
+
+	tally_memcg_charge(p->g, 8192, 0);
+	return NULL;
+}
+
+static void *release_later(void *arg)
+{
+	struct parked *p = arg;
+
+	usleep(20000);
+	__atomic_store_n(&p->release, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+/*
+ * The header of tally_memcg_destroy(): "its reclaim callback is no longer
+ * called", and a destroyed group's callback can no longer be removed
+ * (tally_memcg_set_reclaim() refuses a destroyed group): destroy is the
+ * removal, so once it returns the callback's argument may be freed.  A
+ * call parked in the callback when destroy ran went on after it returned.
+ */
+static void destroy_waits_for_the_reclaim_call_in_flight(void)
+{
+	struct tally_memcg_tree *t;
+	struct tally_memcg *p, *g;
+	struct parked park = { 0 };
+	pthread_t charger, releaser;
+
+	REQUIRE(tally_memcg_tree_create(&t, NULL) == 0);
+	REQUIRE(tally_memcg_create(tally_memcg_root(t), "p", &p) == 0);
+	REQUIRE(tally_memcg_create(p, "g", &g) == 0);
+	REQUIRE(tally_memcg_charge(g, 4096, 0) == 0);
+	REQUIRE(tally_memcg_set_limit(p, TALLY_MEMCG_MAX, 4096) == 0);
+	REQUIRE(tally_memcg_set_reclaim(g, parked_reclaim, &park) == 0);
+	park.g = p;		/* a charge of p asks g's callback */
+	REQUIRE(pthread_create(&charger, NULL, charge_into_parked, &park) ==
+		0);
+	wait_for(&park.entered, 1);
+	REQUIRE(pthread_create(&releaser, NULL, release_later, &park) == 0);
+	CHECK_EQ_LONG(tally_memcg_destroy(g), 0);
+	CHECK_EQ_LONG(__atomic_load_n(&park.returned, __ATOMIC_ACQUIRE), 1);
+	pthread_join(releaser, NULL);
+	pthread_join(charger, NULL);
+	tally_memcg_put(g);
+	tally_memcg_put(p);
+	tally_memcg_tree_destroy(t);
+}
+
+TEST(destroy_returns_only_once_no_reclaim_call_of_the_group_runs)
+{
+	CHECK_EQ_LONG(run_with_alarm(destroy_waits_for_the_reclaim_call_in_flight),
+		      0);
 }

@@ -284,13 +284,16 @@ int tally_memcg_find(struct tally_memcg_tree *t, const char *path,
  * @g before or in the parent after.  Handles stay
  * valid until their last put (see the file comment): later charges,
  * uncharges and stat updates go to the nearest live ancestor; its tasks
- * are detached, its reclaim callback is no longer called, its event file
- * descriptor stays open (without events) until the group is freed.  The
- * tree's own reference is dropped: with no handle left, the group is
- * freed.
+ * are detached, its reclaim callback is removed (as by
+ * tally_memcg_set_reclaim() with NULL: destroy returns once no call of it
+ * runs, but the calling thread's own, so its argument may be freed then),
+ * its event file descriptor stays open (without events) until the group
+ * is freed.  The tree's own reference is dropped: with no handle left,
+ * the group is freed.
  *
  * Context: MT-safe; not async-signal-safe: takes the tree's locks, drains
- * (membarrier()), frees memory.
+ * (membarrier()), sleeps while other threads' calls of its reclaim
+ * callback run, frees memory.
  *
  * Return: 0, -EINVAL (NULL, the root, already destroyed), -EBUSY (it has
  * live children).

@@ -208,6 +208,7 @@ void memcg_protection(struct tally_memcg *root, struct tally_memcg *g,
 		      long *emin, long *elow);
 long memcg_reclaim(struct tally_memcg *h, long want);
 void memcg_reclaim_fork_child(struct tally_memcg *g);
+void memcg_reclaim_remove(struct tally_memcg *g);
 int memcg_note_high(struct tally_memcg *g);
 
 /* memcg_oom.c */

@@ -169,3 +169,89 @@ TEST(destroy_returns_only_once_no_reclaim_call_of_the_group_runs)
 	CHECK_EQ_LONG(run_with_alarm(destroy_waits_for_the_reclaim_call_in_flight),
 		      0);
 }
+
+#ifdef TALLY_INJECT
+#include "runtime/inject.h"
+
+/* ---- a kill policy replaced while a charge is about to kill ---------- */
+
+struct kill_arg {
+	int freed;		/* its owner let it go */
+	int calls;
+	int calls_after_free;
+};
+
+static struct tally_memcg *policy_group;
+static struct kill_arg *replaced_arg;
+static int replace_armed;
+static long replace_ret;
+
+static void counting_kill(struct tally_memcg *oom_group,
+			  struct tally_memcg_task *victim, void *arg)
+{
+	struct kill_arg *a = arg;
+
+	(void)oom_group;
+	(void)victim;
+	a->calls++;
+	if (__atomic_load_n(&a->freed, __ATOMIC_ACQUIRE))
+		a->calls_after_free++;
+}
+
+/* The owner replaces the kill policy and frees its argument. */
+static int replace_policy_once(enum tally_inject_point point, void *arg)
+{
+	(void)point;
+	(void)arg;
+	if (replace_armed) {
+		replace_armed = 0;
+		replace_ret = tally_memcg_set_oom_policy(policy_group, NULL);
+		__atomic_store_n(&replaced_arg->freed, 1, __ATOMIC_RELEASE);
+	}
+	return 0;
+}
+
+/*
+ * The header: setting an OOM policy "returns once no call of the previous
+ * kill callback for @g is running: its argument may be freed then", and
+ * the file comment: once no call "is running or can start".  A refused
+ * charge that had read the kill policy before the setter ran called the
+ * old callback with the freed argument after the setter returned.
+ */
+TEST(a_replaced_kill_policy_is_never_called_after_its_setter_returned)
+{
+	struct tally_memcg_tree *t;
+	struct tally_memcg *g;
+	struct tally_mm mm;
+	struct tally_memcg_task task = { 0 };
+	struct kill_arg a = { 0 };
+	struct tally_memcg_oom_policy pol = { TALLY_MEMCG_OOM_KILL, 0,
+					      counting_kill, &a };
+
+	REQUIRE(tally_mm_init(&mm, NULL, 0, NULL) == 0);
+	REQUIRE(tally_memcg_tree_create(&t, NULL) == 0);
+	REQUIRE(tally_memcg_create(tally_memcg_root(t), "g", &g) == 0);
+	REQUIRE(tally_memcg_set_limit(g, TALLY_MEMCG_MAX, 4096) == 0);
+	REQUIRE(tally_memcg_set_oom_policy(g, &pol) == 0);
+	task.mm = &mm;
+	REQUIRE(tally_memcg_task_attach(g, &task) == 0);
+	/* A kill runs with the policy as it is. */
+	CHECK_EQ_LONG(tally_memcg_charge(g, 8192, 0), -ENOMEM);
+	CHECK_EQ_LONG(a.calls, 1);
+	policy_group = g;
+	replaced_arg = &a;
+	replace_armed = 1;
+	replace_ret = 1;
+	tally_inject_set(TALLY_INJECT_MEMCG_BEFORE_KILL, replace_policy_once,
+			 NULL);
+	CHECK_EQ_LONG(tally_memcg_charge(g, 8192, 0), -ENOMEM);
+	tally_inject_set(TALLY_INJECT_MEMCG_BEFORE_KILL, NULL, NULL);
+	CHECK_EQ_LONG(replace_ret, 0);
+	CHECK_EQ_LONG(a.calls_after_free, 0);
+	CHECK_EQ_LONG(a.calls, 1);
+	tally_memcg_task_detach(&task);
+	tally_memcg_put(g);
+	tally_memcg_tree_destroy(t);
+	tally_mm_destroy(&mm);
+}
+#endif /* TALLY_INJECT */

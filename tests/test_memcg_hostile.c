@@ -170,6 +170,31 @@ TEST(destroy_returns_only_once_no_reclaim_call_of_the_group_runs)
 		      0);
 }
 
+/* ---- render's errors ------------------------------------------------- */
+
+/*
+ * tally_memcg_render(): -EINVAL for an unknown file, -ENOSPC for a short
+ * buffer.  An unknown file with a zero length was -ENOSPC, as if a larger
+ * buffer would have done.
+ */
+TEST(render_of_an_unknown_file_is_einval_whatever_the_buffer)
+{
+	struct tally_memcg_tree *t;
+	char buf[256];
+
+	REQUIRE(tally_memcg_tree_create(&t, NULL) == 0);
+	CHECK_EQ_LONG(tally_memcg_render(tally_memcg_root(t),
+					 (enum tally_memcg_file)99, false, buf,
+					 0), -EINVAL);
+	CHECK_EQ_LONG(tally_memcg_render(tally_memcg_root(t),
+					 (enum tally_memcg_file)-1, true, buf,
+					 sizeof(buf)), -EINVAL);
+	CHECK_EQ_LONG(tally_memcg_render(tally_memcg_root(t),
+					 TALLY_MEMCG_FILE_LIMITS, false, buf, 0),
+		      -ENOSPC);
+	tally_memcg_tree_destroy(t);
+}
+
 #ifdef TALLY_INJECT
 #include "runtime/inject.h"
 

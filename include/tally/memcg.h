@@ -284,13 +284,16 @@ int tally_memcg_find(struct tally_memcg_tree *t, const char *path,
  * @g before or in the parent after.  Handles stay
  * valid until their last put (see the file comment): later charges,
  * uncharges and stat updates go to the nearest live ancestor; its tasks
- * are detached, its reclaim callback is no longer called, its event file
- * descriptor stays open (without events) until the group is freed.  The
- * tree's own reference is dropped: with no handle left, the group is
- * freed.
+ * are detached, its reclaim callback is removed (as by
+ * tally_memcg_set_reclaim() with NULL: destroy returns once no call of it
+ * runs, but the calling thread's own, so its argument may be freed then),
+ * its event file descriptor stays open (without events) until the group
+ * is freed.  The tree's own reference is dropped: with no handle left,
+ * the group is freed.
  *
  * Context: MT-safe; not async-signal-safe: takes the tree's locks, drains
- * (membarrier()), frees memory.
+ * (membarrier()), sleeps while other threads' calls of its reclaim
+ * callback run, frees memory.
  *
  * Return: 0, -EINVAL (NULL, the root, already destroyed), -EBUSY (it has
  * live children).
@@ -891,7 +894,9 @@ int tally_memcg_set_oom_policy(struct tally_memcg *g,
  * @owner: the caller's pointer, for the kill callback.
  *
  * The caller fills these and keeps the structure alive while attached;
- * the rest is tally's.
+ * the rest is tally's.  A task whose fields are no longer valid when an
+ * OOM kill chooses (changed since the attach, or its mm destroyed) is
+ * left out of the choice.
  */
 struct tally_memcg_task {
 	const struct tally_mm *mm;
@@ -914,8 +919,9 @@ struct tally_memcg_task {
  * allocate (room for the OOM candidates, so that an OOM kill allocates
  * nothing).
  *
- * Return: 0, -EINVAL (NULL, no mm, score_adj out of range, destroyed
- * group), -EBUSY (already attached), -ENOMEM.
+ * Return: 0, -EINVAL (NULL, no mm or a destroyed one, score_adj out of
+ * range, flags other than %TALLY_OOM_UNKILLABLE and %TALLY_OOM_PREFER,
+ * destroyed group), -EBUSY (already attached), -ENOMEM.
  */
 int tally_memcg_task_attach(struct tally_memcg *g,
 			    struct tally_memcg_task *task);

@@ -62,7 +62,7 @@ static int refuse_or_reclaim(struct tally_memcg *g, long n,
 			return memcg_note_high(g);
 		memcg_event(h, TALLY_MEMCG_EVENT_OOM);
 		pthread_mutex_lock(&g->tree->oom_lock);
-		pol = h->oom;
+		pol = h->oom;	/* a kill reads it again, under the lock */
 		pthread_mutex_unlock(&g->tree->oom_lock);
 		if (pol.mode == TALLY_MEMCG_OOM_KILL &&
 		    memcg_oom_kill(h, &pol) == MEMCG_NO_VICTIM)

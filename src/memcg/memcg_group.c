@@ -454,6 +454,8 @@ out:
 	pthread_mutex_unlock(&t->drain_lock);
 	pthread_mutex_unlock(&t->oom_lock);
 	if (!err) {
+		/* Calls of its reclaim callback in flight end first. */
+		memcg_reclaim_remove(g);
 		/*
 		 * Its stats in its ancestors' hierarchical values now, and
 		 * again once the updates in flight have landed.

@@ -152,7 +152,7 @@ struct tally_memcg_tree {
 	struct tally_fork_node fork_node;	/* memcg.c: live trees */
 };
 
-enum { MEMCG_KILLED, MEMCG_NO_VICTIM, MEMCG_KILL_BUSY };
+enum { MEMCG_KILLED, MEMCG_NO_VICTIM, MEMCG_KILL_BUSY, MEMCG_NOT_KILLING };
 
 /* memcg.c */
 bool memcg_rseq_stocks_possible(void);
@@ -208,10 +208,11 @@ void memcg_protection(struct tally_memcg *root, struct tally_memcg *g,
 		      long *emin, long *elow);
 long memcg_reclaim(struct tally_memcg *h, long want);
 void memcg_reclaim_fork_child(struct tally_memcg *g);
+void memcg_reclaim_remove(struct tally_memcg *g);
 int memcg_note_high(struct tally_memcg *g);
 
 /* memcg_oom.c */
-int memcg_oom_kill(struct tally_memcg *h, const struct memcg_oom *pol);
+int memcg_oom_kill(struct tally_memcg *h, struct memcg_oom *pol);
 struct tally_memcg *memcg_wait_for_room(struct tally_memcg *g, long n,
 					struct tally_memcg *h, long deadline);
 /* Caller holds oom_lock and the structure lock for writing. */

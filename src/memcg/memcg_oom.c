@@ -29,6 +29,19 @@ struct collect {
 	size_t nr;
 };
 
+/*
+ * What tally_oom_select() accepts of a task: its fields are the caller's
+ * and may have changed since the attach checked them; one bad task must
+ * not make the whole selection fail, so it is left out.
+ */
+static bool valid_task(const struct tally_memcg_task *task)
+{
+	return task->mm && task->mm->magic == TALLY_MM_MAGIC &&
+	       !(task->flags & ~(TALLY_OOM_UNKILLABLE | TALLY_OOM_PREFER)) &&
+	       task->score_adj >= TALLY_OOM_SCORE_ADJ_MIN &&
+	       task->score_adj <= TALLY_OOM_SCORE_ADJ_MAX;
+}
+
 static long collect_tasks(struct tally_memcg *g, void *arg)
 {
 	struct collect *c = arg;
@@ -39,6 +52,8 @@ static long collect_tasks(struct tally_memcg *g, void *arg)
 
 		if (c->nr == c->t->cand_room)
 			break;
+		if (!valid_task(task))
+			continue;
 		cand = &c->t->cands[c->nr];
 		memset(cand, 0, sizeof(*cand));
 		cand->mm = task->mm;
@@ -51,11 +66,12 @@ static long collect_tasks(struct tally_memcg *g, void *arg)
 
 /*
  * Choose a task of @h's subtree and report it: MEMCG_KILLED,
- * MEMCG_NO_VICTIM, or MEMCG_KILL_BUSY when another kill of the tree is
+ * MEMCG_NO_VICTIM, MEMCG_KILL_BUSY when another kill of the tree is
  * running (then wait for what it frees, as the kernel does when its OOM
- * lock is taken).
+ * lock is taken), or MEMCG_NOT_KILLING when @h's policy is no longer a
+ * kill.  *@pol is set to @h's policy, read under oom_lock.
  */
-int memcg_oom_kill(struct tally_memcg *h, const struct memcg_oom *pol)
+int memcg_oom_kill(struct tally_memcg *h, struct memcg_oom *pol)
 {
 	struct tally_memcg_tree *t = h->tree;
 	struct tally_oom_options opts = TALLY_OOM_OPTIONS_INIT;
@@ -63,7 +79,18 @@ int memcg_oom_kill(struct tally_memcg *h, const struct memcg_oom *pol)
 	struct collect c = { t, 0 };
 	struct tally_memcg_task *victim = NULL;
 
+	(void)tally_inject(TALLY_INJECT_MEMCG_BEFORE_KILL);
 	pthread_mutex_lock(&t->oom_lock);
+	/*
+	 * The policy as it is now: a setter that replaced it since the
+	 * caller read it has returned, and its kill callback's argument
+	 * may be gone.
+	 */
+	*pol = h->oom;
+	if (pol->mode != TALLY_MEMCG_OOM_KILL) {
+		pthread_mutex_unlock(&t->oom_lock);
+		return MEMCG_NOT_KILLING;
+	}
 	if (t->kill_running) {
 		pthread_mutex_unlock(&t->oom_lock);
 		return MEMCG_KILL_BUSY;
@@ -167,9 +194,7 @@ int tally_memcg_task_attach(struct tally_memcg *g,
 	struct tally_memcg_tree *t;
 	int err = 0;
 
-	if (!g || !task || !task->mm ||
-	    task->score_adj < TALLY_OOM_SCORE_ADJ_MIN ||
-	    task->score_adj > TALLY_OOM_SCORE_ADJ_MAX)
+	if (!g || !task || !valid_task(task))
 		return -EINVAL;
 	t = g->tree;
 	pthread_mutex_lock(&t->oom_lock);

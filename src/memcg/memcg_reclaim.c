@@ -295,16 +295,16 @@ static void wait_until(int *word, int value)
 	}
 }
 
-int tally_memcg_set_reclaim(struct tally_memcg *g, tally_memcg_reclaim_fn fn,
-			    void *arg)
+/*
+ * Take @g's setter turn, replace its callback by (@fn, @arg) once no call
+ * of the old one but this thread's own (@mine) runs.  -EINVAL, nothing
+ * changed, for a destroyed group unless @removal (destroy itself).
+ */
+static int replace_reclaim(struct tally_memcg *g, tally_memcg_reclaim_fn fn,
+			   void *arg, int mine, bool removal)
 {
 	int free_turn = 0;
 
-	if (!g || LOAD(&g->dead))
-		return -EINVAL;
-	memcg_check_handle(g);
-	if (calling_back(g))
-		return -EDEADLK;
 	for (long nap = 1000;
 	     !__atomic_compare_exchange_n(&g->reclaim_setting, &free_turn, 1,
 					  false, __ATOMIC_ACQUIRE,
@@ -313,12 +313,41 @@ int tally_memcg_set_reclaim(struct tally_memcg *g, tally_memcg_reclaim_fn fn,
 		memcg_sleep_ns(nap);
 		nap = nap * 2 > 1000000 ? 1000000 : nap * 2;
 	}
+	/* Destroy marks the group dead before it takes its turn. */
+	if (!removal && __atomic_load_n(&g->dead, __ATOMIC_SEQ_CST)) {
+		__atomic_store_n(&g->reclaim_setting, 0, __ATOMIC_RELEASE);
+		return -EINVAL;
+	}
 	__atomic_store_n(&g->reclaim, NULL, __ATOMIC_SEQ_CST);
-	wait_until(&g->reclaim_calls, 0);
+	wait_until(&g->reclaim_calls, mine);
 	__atomic_store_n(&g->reclaim_arg, arg, __ATOMIC_SEQ_CST);
 	__atomic_store_n(&g->reclaim, fn, __ATOMIC_SEQ_CST);
 	__atomic_store_n(&g->reclaim_setting, 0, __ATOMIC_RELEASE);
 	return 0;
+}
+
+int tally_memcg_set_reclaim(struct tally_memcg *g, tally_memcg_reclaim_fn fn,
+			    void *arg)
+{
+	if (!g || LOAD(&g->dead))
+		return -EINVAL;
+	memcg_check_handle(g);
+	if (calling_back(g))
+		return -EDEADLK;
+	return replace_reclaim(g, fn, arg, 0, false);
+}
+
+/*
+ * Destroy's removal of @g's callback: returns once no call of it runs but
+ * this thread's own (a callback may destroy its own group).
+ */
+void memcg_reclaim_remove(struct tally_memcg *g)
+{
+	int mine = 0;
+
+	for (struct reclaim_frame *f = calling; f; f = f->outer)
+		mine += f->g == g;
+	replace_reclaim(g, NULL, NULL, mine, true);
 }
 
 int tally_memcg_protection(struct tally_memcg *g, long *emin, long *elow)

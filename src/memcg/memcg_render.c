@@ -115,7 +115,8 @@ static int render(struct tally_memcg *g, enum tally_memcg_file file,
 	struct out o = { buf, len, 0, json, false, 0 };
 	int err = 0;
 
-	if (__atomic_load_n(&g->dead, __ATOMIC_ACQUIRE))
+	if (__atomic_load_n(&g->dead, __ATOMIC_ACQUIRE) ||
+	    (unsigned int)file > TALLY_MEMCG_FILE_ALL)
 		return -EINVAL;
 	if (!len)
 		return -ENOSPC;

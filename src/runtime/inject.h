@@ -66,6 +66,11 @@ enum tally_inject_point {
 	 * called (counted in flight); no lock held.
 	 */
 	TALLY_INJECT_MEMCG_BEFORE_CALLBACK,
+	/*
+	 * Memory groups: a charge still refused ran into a group whose OOM
+	 * policy is a kill, and is about to choose a victim; no lock held.
+	 */
+	TALLY_INJECT_MEMCG_BEFORE_KILL,
 	TALLY_INJECT_NR_POINTS
 };
 

@@ -280,3 +280,63 @@ TEST(a_replaced_kill_policy_is_never_called_after_its_setter_returned)
 	tally_mm_destroy(&mm);
 }
 #endif /* TALLY_INJECT */
+
+/* ---- destroy against a kill call in flight --------------------------- */
+
+static void parked_kill(struct tally_memcg *oom_group,
+			struct tally_memcg_task *victim, void *arg)
+{
+	struct parked *p = arg;
+
+	(void)oom_group;
+	/* The victim leaves first: destroy no longer finds it. */
+	tally_memcg_task_detach(victim);
+	__atomic_store_n(&p->entered, 1, __ATOMIC_RELEASE);
+	wait_for(&p->release, 1);
+	__atomic_store_n(&p->returned, 1, __ATOMIC_RELEASE);
+}
+
+/*
+ * tally_memcg_destroy() removes the group's OOM policy as
+ * tally_memcg_set_oom_policy(NULL) does: it returns once no other
+ * thread's call of the kill callback runs.  It waited for a kill whose
+ * victim was still in the group, not for one that had detached its victim
+ * and went on running, with the argument the caller then freed.
+ */
+static void destroy_waits_for_the_kill_call_in_flight(void)
+{
+	struct tally_memcg_tree *t;
+	struct tally_memcg *g;
+	struct tally_mm mm;
+	struct tally_memcg_task task = { 0 };
+	struct parked park = { 0 };
+	struct tally_memcg_oom_policy pol = { TALLY_MEMCG_OOM_KILL, 0,
+					      parked_kill, &park };
+	pthread_t charger, releaser;
+
+	REQUIRE(tally_mm_init(&mm, NULL, 0, NULL) == 0);
+	REQUIRE(tally_memcg_tree_create(&t, NULL) == 0);
+	REQUIRE(tally_memcg_create(tally_memcg_root(t), "g", &g) == 0);
+	REQUIRE(tally_memcg_set_limit(g, TALLY_MEMCG_MAX, 4096) == 0);
+	REQUIRE(tally_memcg_set_oom_policy(g, &pol) == 0);
+	task.mm = &mm;
+	REQUIRE(tally_memcg_task_attach(g, &task) == 0);
+	park.g = g;		/* 8192 over a 4096 max: a kill */
+	REQUIRE(pthread_create(&charger, NULL, charge_into_parked, &park) ==
+		0);
+	wait_for(&park.entered, 1);
+	REQUIRE(pthread_create(&releaser, NULL, release_later, &park) == 0);
+	CHECK_EQ_LONG(tally_memcg_destroy(g), 0);
+	CHECK_EQ_LONG(__atomic_load_n(&park.returned, __ATOMIC_ACQUIRE), 1);
+	pthread_join(releaser, NULL);
+	pthread_join(charger, NULL);
+	tally_memcg_put(g);
+	tally_memcg_tree_destroy(t);
+	tally_mm_destroy(&mm);
+}
+
+TEST(destroy_returns_only_once_no_kill_call_of_the_group_s_policy_runs)
+{
+	CHECK_EQ_LONG(run_with_alarm(destroy_waits_for_the_kill_call_in_flight),
+		      0);
+}

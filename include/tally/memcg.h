@@ -287,12 +287,15 @@ int tally_memcg_find(struct tally_memcg_tree *t, const char *path,
  * are detached, its reclaim callback is removed (as by
  * tally_memcg_set_reclaim() with NULL: destroy returns once no call of it
  * runs, but the calling thread's own, so its argument may be freed then),
+ * and so is its OOM policy (as by tally_memcg_set_oom_policy() with NULL,
+ * the same way: no other thread's call of its kill callback runs when
+ * destroy returns, and a charge that resolved to it before fails),
  * its event file descriptor stays open (without events) until the group
  * is freed.  The tree's own reference is dropped: with no handle left,
  * the group is freed.
  *
  * Context: MT-safe; not async-signal-safe: takes the tree's locks, drains
- * (membarrier()), sleeps while other threads' calls of its reclaim
+ * (membarrier()), sleeps while other threads' calls of its reclaim or kill
  * callback run, frees memory.
  *
  * Return: 0, -EINVAL (NULL, the root, already destroyed), -EBUSY (it has

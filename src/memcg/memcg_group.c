@@ -408,7 +408,10 @@ int tally_memcg_destroy(struct tally_memcg *g)
 	t = g->tree;
 	parent = g->parent;
 	pthread_mutex_lock(&t->oom_lock);
-	/* Its tasks are about to be detached: not while one is killed. */
+	/*
+	 * Its tasks are about to be detached and its policy removed: not
+	 * while another thread's kill callback has a victim in it or is its.
+	 */
 	memcg_wait_kill(t, g);
 	pthread_mutex_lock(&t->drain_lock);
 	pthread_rwlock_wrlock(&t->structure);
@@ -428,6 +431,8 @@ int tally_memcg_destroy(struct tally_memcg *g)
 	 * group: handles may still run sequences that read its stop flag.
 	 */
 	__atomic_store_n(&g->dead, 1, __ATOMIC_SEQ_CST);
+	/* A kill that resolved to it before now fails (memcg_oom_kill()). */
+	g->oom = (struct memcg_oom){ TALLY_MEMCG_OOM_FAIL, 0, NULL, NULL };
 	memcg_drain_dead(g);
 	memcg_unprotect(g);
 	while (g->tasks)

@@ -131,11 +131,12 @@ static bool killed_by_another(const struct tally_memcg_tree *t)
 
 /*
  * Caller holds oom_lock: wait until no other thread's kill callback has a
- * victim in @g.
+ * victim in @g or is @g's policy's (its victim may be detached already).
  */
 void memcg_wait_kill(struct tally_memcg_tree *t, struct tally_memcg *g)
 {
-	while (killed_by_another(t) && t->killing_group == g)
+	while (killed_by_another(t) &&
+	       (t->killing_group == g || t->killing_policy == g))
 		pthread_cond_wait(&t->kill_done, &t->oom_lock);
 }
 

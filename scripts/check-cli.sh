@@ -86,33 +86,26 @@ expect_error cli_plot_without_a_file_is_a_usage_error 2
 # Numbers gnuplot cannot draw are the input's fault (status 2, said
 # before gnuplot runs), never a script that gnuplot rejects (status 1):
 # zero on a log axis is left out, as a bar is; a number near the largest
-# double is refused.
-printf '%s\n' '{"benchmark": "oom", "select": [' \
-	'{"tasks": 1, "cpus": 8, "method": "m", "median_us": 0},' \
-	'{"tasks": 2, "cpus": 8, "method": "m", "median_us": 0}]}' \
-	> "$tmp/zero.json"
-run plot "$tmp/zero.json" -o "$tmp/zero"
-if [ "$rc" -eq 2 ] && grep -q 'no number to plot' "$tmp/err" &&
-   ! grep -q 'gnuplot' "$tmp/err"; then
-	pass cli_plot_zero_on_a_log_axis_is_left_out_not_given_to_gnuplot
-else
-	{ echo "exit $rc"; cat "$tmp/err"; } > "$tmp/why"
-	fail cli_plot_zero_on_a_log_axis_is_left_out_not_given_to_gnuplot \
-		"$tmp/why"
-fi
-printf '%s\n' '{"benchmark": "oom", "select": [' \
-	'{"tasks": 1, "cpus": 8, "method": "m", "median_us": 1e308},' \
-	'{"tasks": 2, "cpus": 8, "method": "m", "median_us": 1e308}]}' \
-	> "$tmp/huge.json"
-run plot "$tmp/huge.json" -o "$tmp/huge"
-if [ "$rc" -eq 2 ] && grep -q '^tally: .*1e+300' "$tmp/err" &&
-   ! grep -q 'gnuplot:' "$tmp/err"; then
-	pass cli_plot_number_too_large_to_draw_is_refused_as_bad_input
-else
-	{ echo "exit $rc"; cat "$tmp/err"; } > "$tmp/why"
-	fail cli_plot_number_too_large_to_draw_is_refused_as_bad_input \
-		"$tmp/why"
-fi
+# double is refused.  plot_bad_input NAME MEDIAN MESSAGE: an oom plot of
+# two rows with that median says MESSAGE (a grep pattern).
+plot_bad_input() {
+	printf '%s\n' '{"benchmark": "oom", "select": [' \
+		"{\"tasks\": 1, \"cpus\": 8, \"method\": \"m\", \"median_us\": $2}," \
+		"{\"tasks\": 2, \"cpus\": 8, \"method\": \"m\", \"median_us\": $2}]}" \
+		> "$tmp/$1.json"
+	run plot "$tmp/$1.json" -o "$tmp/$1.out"
+	if [ "$rc" -eq 2 ] && grep -q "$3" "$tmp/err" &&
+	   ! grep -q 'gnuplot:' "$tmp/err"; then
+		pass "$1"
+	else
+		{ echo "exit $rc"; cat "$tmp/err"; } > "$tmp/why"
+		fail "$1" "$tmp/why"
+	fi
+}
+plot_bad_input cli_plot_zero_on_a_log_axis_is_left_out_not_given_to_gnuplot \
+	0 'no number to plot'
+plot_bad_input cli_plot_number_too_large_to_draw_is_refused_as_bad_input \
+	1e308 '^tally: .*1e+300'
 run bench stats --overload-per-cpu 100000 --only readers
 expect_error cli_bench_stats_refuses_more_readers_than_threads 2
 run bench frobnicate

@@ -770,7 +770,9 @@ typedef long (*tally_memcg_reclaim_fn)(struct tally_memcg *g, long bytes,
  * its argument may be freed then.
  *
  * Context: MT-safe; not async-signal-safe: sleeps while calls of the old
- * callback run.  Not from @g's own reclaim callback (-EDEADLK).
+ * callback run.  Not from @g's own reclaim callback (-EDEADLK).  Two
+ * callbacks running at once that each replace, or destroy, the other's
+ * group wait for each other forever: that cycle is not detected.
  *
  * Return: 0, -EINVAL (NULL @g, destroyed group), -EDEADLK.
  */
@@ -878,7 +880,10 @@ struct tally_memcg_oom_policy {
  *
  * Context: MT-safe; not async-signal-safe: takes the tree's OOM lock,
  * sleeps while the old kill callback runs.  Not from the kill callback
- * running for @g (-EDEADLK).
+ * running for @g (-EDEADLK).  A callback that replaces the policy of a
+ * group whose own callback, running at once, waits for this one (it
+ * replaces or destroys this callback's group) waits forever: that cycle is
+ * not detected.
  *
  * Return: 0, -EINVAL (NULL @g, destroyed group, unknown mode, timeout out
  * of range, %TALLY_MEMCG_OOM_KILL without a callback), -EDEADLK.

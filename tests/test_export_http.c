@@ -362,6 +362,11 @@ TEST(accept_header_picks_the_format_by_q_and_specificity)
 		{ "application/openmetrics-text", TALLY_EXPORT_OPENMETRICS },
 		{ "Application/OpenMetrics-Text; Version=1.0.0",
 		  TALLY_EXPORT_OPENMETRICS },
+		{ "application/openmetrics-text; version=\"1.0.0\"",
+		  TALLY_EXPORT_OPENMETRICS },
+		{ "text/plain; version=\"0.0.4\"; q=0.5, "
+		  "application/openmetrics-text; version=\"0.0.1\"",
+		  TALLY_EXPORT_PROMETHEUS },
 		{ "application/*", TALLY_EXPORT_OPENMETRICS },
 		{ "text/plain;q=0.3, application/openmetrics-text;q=0.9",
 		  TALLY_EXPORT_OPENMETRICS },

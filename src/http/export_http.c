@@ -152,6 +152,12 @@ static struct range parse_range(const char *s, const char *end)
 		} else if (token_is(p, name_len, "version")) {
 			version = eq;
 			version_len = trimmed_len(eq, pend);
+			/* A parameter's value may be a quoted string. */
+			if (version_len >= 2 && version[0] == '"' &&
+			    version[version_len - 1] == '"') {
+				version++;
+				version_len -= 2;
+			}
 		}
 	}
 	if (token_is(s, type_len, "application/openmetrics-text")) {

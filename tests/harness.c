@@ -122,6 +122,18 @@ int harness_wait_child(pid_t pid)
 	return WEXITSTATUS(status);
 }
 
+int harness_run_child(void (*fn)(void))
+{
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		alarm(HARNESS_HANG_S);
+		fn();
+		harness_child_exit();
+	}
+	return harness_wait_child(pid);
+}
+
 int harness_rerun(const char *name, const char *const *env)
 {
 	char filter[256], seed[32];

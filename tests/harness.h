@@ -104,6 +104,12 @@ __attribute__((noreturn)) void harness_child_exit(void);
 int harness_wait_child(pid_t pid);
 
 /*
+ * Run @fn in a forked child that an alarm kills after HARNESS_HANG_S (a
+ * hang): its status as harness_wait_child() (0: its checks held).
+ */
+int harness_run_child(void (*fn)(void));
+
+/*
  * Run this binary again in a child with only the test @name, after
  * setting the environment variables of @env ("NAME=VALUE" strings, NULL
  * terminated; "NAME=" alone unsets NAME) and HARNESS_CHILD=1.  Returns

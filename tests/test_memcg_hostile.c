@@ -18,19 +18,6 @@
 #include "harness.h"
 #include "util.h"
 
-/* Run @fn in a child that a hang kills; its status (0: its checks held). */
-static int run_with_alarm(void (*fn)(void))
-{
-	pid_t pid = fork();
-
-	if (pid == 0) {
-		alarm(HARNESS_HANG_S);
-		fn();
-		harness_child_exit();
-	}
-	return harness_wait_child(pid);
-}
-
 /* Spin-free wait for an int to reach @value (sleeps 100 us at a time). */
 static void wait_for(int *word, int value)
 {
@@ -131,6 +118,26 @@ static void *release_later(void *arg)
 }
 
 /*
+ * A charge of @park->g parks in a callback of @victim's; destroy @victim
+ * meanwhile (the callback is released 20 ms later): destroy must return
+ * only after the parked call did.
+ */
+static void destroy_during_parked_call(struct tally_memcg *victim,
+				       struct parked *park)
+{
+	pthread_t charger, releaser;
+
+	REQUIRE(pthread_create(&charger, NULL, charge_into_parked, park) ==
+		0);
+	wait_for(&park->entered, 1);
+	REQUIRE(pthread_create(&releaser, NULL, release_later, park) == 0);
+	CHECK_EQ_LONG(tally_memcg_destroy(victim), 0);
+	CHECK_EQ_LONG(__atomic_load_n(&park->returned, __ATOMIC_ACQUIRE), 1);
+	pthread_join(releaser, NULL);
+	pthread_join(charger, NULL);
+}
+
+/*
  * The header of tally_memcg_destroy(): "its reclaim callback is no longer
  * called", and a destroyed group's callback can no longer be removed
  * (tally_memcg_set_reclaim() refuses a destroyed group): destroy is the
@@ -142,7 +149,6 @@ static void destroy_waits_for_the_reclaim_call_in_flight(void)
 	struct tally_memcg_tree *t;
 	struct tally_memcg *p, *g;
 	struct parked park = { 0 };
-	pthread_t charger, releaser;
 
 	REQUIRE(tally_memcg_tree_create(&t, NULL) == 0);
 	REQUIRE(tally_memcg_create(tally_memcg_root(t), "p", &p) == 0);
@@ -151,14 +157,7 @@ static void destroy_waits_for_the_reclaim_call_in_flight(void)
 	REQUIRE(tally_memcg_set_limit(p, TALLY_MEMCG_MAX, 4096) == 0);
 	REQUIRE(tally_memcg_set_reclaim(g, parked_reclaim, &park) == 0);
 	park.g = p;		/* a charge of p asks g's callback */
-	REQUIRE(pthread_create(&charger, NULL, charge_into_parked, &park) ==
-		0);
-	wait_for(&park.entered, 1);
-	REQUIRE(pthread_create(&releaser, NULL, release_later, &park) == 0);
-	CHECK_EQ_LONG(tally_memcg_destroy(g), 0);
-	CHECK_EQ_LONG(__atomic_load_n(&park.returned, __ATOMIC_ACQUIRE), 1);
-	pthread_join(releaser, NULL);
-	pthread_join(charger, NULL);
+	destroy_during_parked_call(g, &park);
 	tally_memcg_put(g);
 	tally_memcg_put(p);
 	tally_memcg_tree_destroy(t);
@@ -166,8 +165,9 @@ static void destroy_waits_for_the_reclaim_call_in_flight(void)
 
 TEST(destroy_returns_only_once_no_reclaim_call_of_the_group_runs)
 {
-	CHECK_EQ_LONG(run_with_alarm(destroy_waits_for_the_reclaim_call_in_flight),
-		      0);
+	CHECK_EQ_LONG(
+		harness_run_child(destroy_waits_for_the_reclaim_call_in_flight),
+		0);
 }
 
 /* ---- render's errors ------------------------------------------------- */
@@ -312,7 +312,6 @@ static void destroy_waits_for_the_kill_call_in_flight(void)
 	struct parked park = { 0 };
 	struct tally_memcg_oom_policy pol = { TALLY_MEMCG_OOM_KILL, 0,
 					      parked_kill, &park };
-	pthread_t charger, releaser;
 
 	REQUIRE(tally_mm_init(&mm, NULL, 0, NULL) == 0);
 	REQUIRE(tally_memcg_tree_create(&t, NULL) == 0);
@@ -322,14 +321,7 @@ static void destroy_waits_for_the_kill_call_in_flight(void)
 	task.mm = &mm;
 	REQUIRE(tally_memcg_task_attach(g, &task) == 0);
 	park.g = g;		/* 8192 over a 4096 max: a kill */
-	REQUIRE(pthread_create(&charger, NULL, charge_into_parked, &park) ==
-		0);
-	wait_for(&park.entered, 1);
-	REQUIRE(pthread_create(&releaser, NULL, release_later, &park) == 0);
-	CHECK_EQ_LONG(tally_memcg_destroy(g), 0);
-	CHECK_EQ_LONG(__atomic_load_n(&park.returned, __ATOMIC_ACQUIRE), 1);
-	pthread_join(releaser, NULL);
-	pthread_join(charger, NULL);
+	destroy_during_parked_call(g, &park);
 	tally_memcg_put(g);
 	tally_memcg_tree_destroy(t);
 	tally_mm_destroy(&mm);
@@ -337,6 +329,6 @@ static void destroy_waits_for_the_kill_call_in_flight(void)
 
 TEST(destroy_returns_only_once_no_kill_call_of_the_group_s_policy_runs)
 {
-	CHECK_EQ_LONG(run_with_alarm(destroy_waits_for_the_kill_call_in_flight),
+	CHECK_EQ_LONG(harness_run_child(destroy_waits_for_the_kill_call_in_flight),
 		      0);
 }

@@ -23,19 +23,6 @@
 #include "harness.h"
 #include "util.h"
 
-/* Run @fn in a child that a hang kills; its status (0: its checks held). */
-static int run_with_alarm(void (*fn)(void))
-{
-	pid_t pid = fork();
-
-	if (pid == 0) {
-		alarm(HARNESS_HANG_S);
-		fn();
-		harness_child_exit();
-	}
-	return harness_wait_child(pid);
-}
-
 /* ---- the kill callback is called with oom_lock held ------------------ */
 
 static int kill_calls;
@@ -80,7 +67,7 @@ static void kill_callback_detaches_child(void)
  */
 TEST(kill_callback_may_detach_its_victim_without_deadlock)
 {
-	CHECK_EQ_LONG(run_with_alarm(kill_callback_detaches_child), 0);
+	CHECK_EQ_LONG(harness_run_child(kill_callback_detaches_child), 0);
 }
 
 /* ---- high delay at the ends of the range ----------------------------- */
@@ -200,7 +187,7 @@ static void reads_racing_destroy_child(void)
  */
 TEST(stat_read_and_render_racing_destroy_do_not_crash)
 {
-	CHECK_EQ_LONG(run_with_alarm(reads_racing_destroy_child), 0);
+	CHECK_EQ_LONG(harness_run_child(reads_racing_destroy_child), 0);
 }
 
 /* ---- no system domain ------------------------------------------------ */

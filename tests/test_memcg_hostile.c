@@ -195,6 +195,42 @@ TEST(render_of_an_unknown_file_is_einval_whatever_the_buffer)
 	tally_memcg_tree_destroy(t);
 }
 
+/* ---- a group whose charge over its max kills ------------------------ */
+
+/* Group g of a new tree, max 4096, @kill its policy, one task attached. */
+struct killing {
+	struct tally_memcg_tree *t;
+	struct tally_memcg *g;
+	struct tally_mm mm;
+	struct tally_memcg_task task;
+};
+
+/* false (checks failed) when a step failed: the test stops there. */
+static bool killing_init(struct killing *k, tally_memcg_kill_fn kill,
+			 void *arg)
+{
+	struct tally_memcg_oom_policy pol = { TALLY_MEMCG_OOM_KILL, 0, kill,
+					      arg };
+
+	memset(k, 0, sizeof(*k));
+	k->task.mm = &k->mm;
+	return CHECK(tally_mm_init(&k->mm, NULL, 0, NULL) == 0) &&
+	       CHECK(tally_memcg_tree_create(&k->t, NULL) == 0) &&
+	       CHECK(tally_memcg_create(tally_memcg_root(k->t), "g", &k->g) ==
+		     0) &&
+	       CHECK(tally_memcg_set_limit(k->g, TALLY_MEMCG_MAX, 4096) == 0) &&
+	       CHECK(tally_memcg_set_oom_policy(k->g, &pol) == 0) &&
+	       CHECK(tally_memcg_task_attach(k->g, &k->task) == 0);
+}
+
+static void killing_fini(struct killing *k)
+{
+	tally_memcg_task_detach(&k->task);	/* -EINVAL once killed */
+	tally_memcg_put(k->g);
+	tally_memcg_tree_destroy(k->t);
+	tally_mm_destroy(&k->mm);
+}
+
 #ifdef TALLY_INJECT
 #include "runtime/inject.h"
 
@@ -245,39 +281,25 @@ static int replace_policy_once(enum tally_inject_point point, void *arg)
  */
 TEST(a_replaced_kill_policy_is_never_called_after_its_setter_returned)
 {
-	struct tally_memcg_tree *t;
-	struct tally_memcg *g;
-	struct tally_mm mm;
-	struct tally_memcg_task task = { 0 };
 	struct kill_arg a = { 0 };
-	struct tally_memcg_oom_policy pol = { TALLY_MEMCG_OOM_KILL, 0,
-					      counting_kill, &a };
+	struct killing k;
 
-	REQUIRE(tally_mm_init(&mm, NULL, 0, NULL) == 0);
-	REQUIRE(tally_memcg_tree_create(&t, NULL) == 0);
-	REQUIRE(tally_memcg_create(tally_memcg_root(t), "g", &g) == 0);
-	REQUIRE(tally_memcg_set_limit(g, TALLY_MEMCG_MAX, 4096) == 0);
-	REQUIRE(tally_memcg_set_oom_policy(g, &pol) == 0);
-	task.mm = &mm;
-	REQUIRE(tally_memcg_task_attach(g, &task) == 0);
+	REQUIRE(killing_init(&k, counting_kill, &a));
 	/* A kill runs with the policy as it is. */
-	CHECK_EQ_LONG(tally_memcg_charge(g, 8192, 0), -ENOMEM);
+	CHECK_EQ_LONG(tally_memcg_charge(k.g, 8192, 0), -ENOMEM);
 	CHECK_EQ_LONG(a.calls, 1);
-	policy_group = g;
+	policy_group = k.g;
 	replaced_arg = &a;
 	replace_armed = 1;
 	replace_ret = 1;
 	tally_inject_set(TALLY_INJECT_MEMCG_BEFORE_KILL, replace_policy_once,
 			 NULL);
-	CHECK_EQ_LONG(tally_memcg_charge(g, 8192, 0), -ENOMEM);
+	CHECK_EQ_LONG(tally_memcg_charge(k.g, 8192, 0), -ENOMEM);
 	tally_inject_set(TALLY_INJECT_MEMCG_BEFORE_KILL, NULL, NULL);
 	CHECK_EQ_LONG(replace_ret, 0);
 	CHECK_EQ_LONG(a.calls_after_free, 0);
 	CHECK_EQ_LONG(a.calls, 1);
-	tally_memcg_task_detach(&task);
-	tally_memcg_put(g);
-	tally_memcg_tree_destroy(t);
-	tally_mm_destroy(&mm);
+	killing_fini(&k);
 }
 #endif /* TALLY_INJECT */
 
@@ -305,26 +327,13 @@ static void parked_kill(struct tally_memcg *oom_group,
  */
 static void destroy_waits_for_the_kill_call_in_flight(void)
 {
-	struct tally_memcg_tree *t;
-	struct tally_memcg *g;
-	struct tally_mm mm;
-	struct tally_memcg_task task = { 0 };
 	struct parked park = { 0 };
-	struct tally_memcg_oom_policy pol = { TALLY_MEMCG_OOM_KILL, 0,
-					      parked_kill, &park };
+	struct killing k;
 
-	REQUIRE(tally_mm_init(&mm, NULL, 0, NULL) == 0);
-	REQUIRE(tally_memcg_tree_create(&t, NULL) == 0);
-	REQUIRE(tally_memcg_create(tally_memcg_root(t), "g", &g) == 0);
-	REQUIRE(tally_memcg_set_limit(g, TALLY_MEMCG_MAX, 4096) == 0);
-	REQUIRE(tally_memcg_set_oom_policy(g, &pol) == 0);
-	task.mm = &mm;
-	REQUIRE(tally_memcg_task_attach(g, &task) == 0);
-	park.g = g;		/* 8192 over a 4096 max: a kill */
-	destroy_during_parked_call(g, &park);
-	tally_memcg_put(g);
-	tally_memcg_tree_destroy(t);
-	tally_mm_destroy(&mm);
+	REQUIRE(killing_init(&k, parked_kill, &park));
+	park.g = k.g;		/* 8192 over a 4096 max: a kill */
+	destroy_during_parked_call(k.g, &park);
+	killing_fini(&k);
 }
 
 TEST(destroy_returns_only_once_no_kill_call_of_the_group_s_policy_runs)

@@ -36,7 +36,6 @@
 #include <tally/memcg.h>
 #include <tally/mm.h>
 
-#include "runtime/grace.h"
 
 #include "harness.h"
 #include "util.h"
@@ -1534,83 +1533,6 @@ TEST(a_held_destroyed_groups_name_is_free_at_once_and_its_tree_frees_it)
 	CHECK_EQ_LONG(hier, 22);
 	/* old is still held: the tree's destroy ends it. */
 	tally_memcg_tree_destroy(t);
-}
-
-/* ---- a tree destroyed while another thread runs its grace callbacks --- */
-
-#define CROSS_GROUPS 300
-
-struct cross_poller {
-	int open, go, done;
-};
-
-/* A lock-free walk of another tree, then the poll a put of it runs. */
-static void *cross_poll(void *arg)
-{
-	struct cross_poller *p = arg;
-	unsigned int token = grace_read_lock();
-
-	STORE(&p->open, 1);
-	while (!LOAD(&p->go))
-		sched_yield();
-	grace_read_unlock(token);
-	grace_poll();
-	STORE(&p->done, 1);
-	return NULL;
-}
-
-/*
- * Grace-period callbacks run in whichever thread polls, outside the
- * queue's lock.  Tree A's last group is retired behind 300 of tree B's,
- * and a thread whose read section held them all back polls: it takes the
- * 301 callbacks off the queue and runs them one by one.  Destroying A
- * meanwhile must not free A under A's callback, taken and not yet run (or
- * running): the destroy runs or waits for it (ASan sees a use after free
- * otherwise, and plain builds crash or corrupt the heap).
- */
-TEST(a_tree_destroyed_while_another_thread_runs_its_callbacks_outlives_them)
-{
-	struct tally_memcg_tree *a_tree, *b_tree;
-	struct tally_memcg *b[CROSS_GROUPS], *a;
-	struct cross_poller p = { 0 };
-	unsigned long queued;
-	pthread_t th;
-
-	IN_FRESH_PROCESS(NULL);
-	a_tree = util_memcg_tree(NULL, 4 * KB);
-	b_tree = util_memcg_tree(NULL, 4 * KB);
-	REQUIRE(a_tree && b_tree);
-	for (int i = 0; i < CROSS_GROUPS; i++) {
-		char name[16];
-
-		snprintf(name, sizeof(name), "b%d", i);
-		b[i] = util_memcg_group(tally_memcg_root(b_tree), name);
-		REQUIRE(b[i]);
-	}
-	a = util_memcg_group(tally_memcg_root(a_tree), "a");
-	REQUIRE(a);
-	REQUIRE(pthread_create(&th, NULL, cross_poll, &p) == 0);
-	/* The poller's section is open before the retires. */
-	while (!LOAD(&p.open))
-		sched_yield();
-	for (int i = 0; i < CROSS_GROUPS; i++) {
-		CHECK_EQ_LONG(tally_memcg_destroy(b[i]), 0);
-		tally_memcg_put(b[i]);
-	}
-	CHECK_EQ_LONG(tally_memcg_destroy(a), 0);
-	tally_memcg_put(a);
-	queued = grace_pending();
-	CHECK(queued >= CROSS_GROUPS + 1);
-	STORE(&p.go, 1);
-	/*
-	 * The poller took them all (and its callbacks retire the groups'
-	 * ends one by one): A's callback is in its hands now.
-	 */
-	while (grace_pending() >= queued && !LOAD(&p.done))
-		sched_yield();
-	tally_memcg_tree_destroy(a_tree);
-	pthread_join(th, NULL);
-	tally_memcg_tree_destroy(b_tree);
 }
 
 /* ---- fork() from a kill callback -------------------------------------- */

@@ -7,9 +7,9 @@
  *
  *   G->usage = charges of G's subtree - uncharges
  *            + slot bytes of G's subtree (reserved, not yet used)
- *            + transfers in flight under G (refills taken from the
- *              counters, not yet in a slot; uncharges carrying a full
- *              slot's batch to the counters)
+ *            + transfers in flight under G (memcg_transfer.c: refills
+ *              taken from the counters, not yet in a slot; evictions and
+ *              uncharges carrying a slot's bytes to the counters)
  *
  * and G->usage <= G->max, because a level is raised only by a
  * compare-and-swap that checks it (NOFAIL charges excepted).  Exact usage
@@ -26,19 +26,20 @@
  *                 them into the counters (memcg_stock.c): O(CPUs x slots),
  *                 rare
  *
- * A refusal must not be caused by reservations: the refusing charge sets
- * "pressure" on the level H that refused it (batch refills under H stop:
- * charges there go to the counters byte for byte), drains H's subtree and
- * retries; refills that had passed the pressure check before are counted
- * in "refilling" and waited for (sleeping, 1 s at most) before the
- * charge is refused.
+ * A refusal must not be caused by reservations: the refusing charge
+ * settles the level H that refused it (memcg_transfer.c): it sets
+ * "pressure" on H (no transfer moves bytes of H's subtree from then on:
+ * charges there go to the counters byte for byte), drains H's subtree,
+ * waits for the transfers that began before (sleeping, 1 s at most),
+ * drains again and retries under the drain lock.
  *
  * Lifetime (memcg_group.c, grace.c): a caller's handle is a reference; a
  * destroyed group is a "zombie" whose charges, uncharges and stat updates
  * go to its nearest live ancestor (each group holds a reference on its
  * parent, so that chain stays allocated) until its last reference is put;
- * it is then freed after a grace period, so the tree can be walked without
- * a lock inside a read-side section (memcg_walk()).
+ * it is then freed after a grace period of its tree's grace domain, so
+ * the tree can be walked without a lock inside a read-side section
+ * (memcg_walk.c).
  *
  * Locks, in their order: oom_lock (task lists, policies, the kill in
  * progress, OOM candidates' room), drain_lock (drains, destroy),
@@ -121,6 +122,7 @@ static void fork_prepare(void)
 
 	pthread_mutex_lock(&trees.lock);
 	tally_fork_for_each(t, &trees, struct tally_memcg_tree, fork_node) {
+		memcg_transfers_fork_prepare(t);
 		pthread_mutex_lock(&t->oom_lock);
 		pthread_mutex_lock(&t->drain_lock);
 		pthread_rwlock_wrlock(&t->structure);
@@ -135,6 +137,7 @@ static void fork_parent(void)
 		pthread_rwlock_unlock(&t->structure);
 		pthread_mutex_unlock(&t->drain_lock);
 		pthread_mutex_unlock(&t->oom_lock);
+		memcg_transfers_fork_parent(t);
 	}
 	pthread_mutex_unlock(&trees.lock);
 }
@@ -160,9 +163,10 @@ static void fork_child(void)
 	/*
 	 * Lock words may count waiters the child does not have: build them
 	 * anew (their holders were this thread, in fork_prepare()).
-	 * Refills and refusals other threads had in flight never finish
-	 * here: forget them (a refill's bytes stay counted, as if the
-	 * thread that took them still held them).
+	 * No transfer of another thread was half way (the prepare handler
+	 * waited for them, then pressed the root); refusals and settles
+	 * other threads had in flight never finish here: forget their
+	 * pressure, and the root's of the prepare handler.
 	 */
 	tally_fork_for_each(t, &trees, struct tally_memcg_tree, fork_node) {
 		memcg_init_tree_locks(t);
@@ -179,7 +183,6 @@ static void fork_child(void)
 			t->killing_policy = NULL;
 		}
 		for (struct tally_memcg *g = t->all; g; g = g->next_all) {
-			STORE(&g->refilling, 0);
 			STORE(&g->pressure, 0);
 			memcg_reclaim_fork_child(g);
 		}
@@ -349,17 +352,17 @@ int tally_memcg_events(const struct tally_memcg *g, long *hier, long *local)
 int tally_memcg_tree_info(const struct tally_memcg_tree *t,
 			  struct tally_memcg_info *out)
 {
+	struct tally_memcg_tree *mt = (struct tally_memcg_tree *)t;
 	unsigned long refills = 0;
-
-	unsigned int token;
+	struct grace_section sec;
 
 	if (!t || !out)
 		return -EINVAL;
-	token = grace_read_lock();
+	grace_enter(&mt->grace, &sec);
 	for (const struct tally_memcg *g = ACQUIRE(&t->all); g;
 	     g = ACQUIRE(&g->next_all))
 		refills += LOAD(&g->refills);
-	grace_read_unlock(token);
+	grace_leave(&sec);
 	*out = (struct tally_memcg_info){
 		.refills = refills,
 		.drains = LOAD(&t->drains),
@@ -387,15 +390,15 @@ int tally_memcg_tree_info(const struct tally_memcg_tree *t,
 static int stat_mod(struct tally_memcg *g, unsigned int cpu,
 		    enum tally_memcg_stat item, long delta)
 {
-	unsigned int token;
+	struct grace_section sec;
 	int err;
 
-	token = grace_read_lock();
+	grace_enter(&g->tree->grace, &sec);
 	g = memcg_resolve(g);
 	(void)tally_inject(TALLY_INJECT_MEMCG_RESOLVED);
 	err = cpu == NO_CPU ? tally_stats_mod(g->stats, item, delta) :
 		tally_stats_mod_cpu(g->stats, cpu, item, delta);
-	grace_read_unlock(token);
+	grace_leave(&sec);
 	return err;
 }
 

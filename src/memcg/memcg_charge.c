@@ -13,10 +13,15 @@
  *
  * Invariant: a refusal is never caused by bytes that are in no stock and
  * in no caller's hands but still in the counters.  Such bytes exist only
- * between two steps of one thread (a refill between the counter and the
- * stock, an uncharge carrying a batch out of the stock to the counter);
- * those threads count themselves in "refilling", and a refusal waits for
- * them (sleeping, 1 s at most) after its drain.
+ * inside a transfer (memcg_transfer.c: a refill between the counter and
+ * the stock, an eviction or an uncharge carrying a batch from a stock to
+ * the counter), and a refusal settles the refusing level's subtree
+ * (drains it and waits for the transfers begun before) before it
+ * refuses.
+ *
+ * The slow path, in one place (charge_slow() and refuse_or_reclaim()):
+ * a refill in a transfer; the counters alone; settle and retry, moving up
+ * to the level that refuses; reclaim and retry; the OOM policy; refuse.
  *
  * A charge above high only counts the event and returns
  * %TALLY_MEMCG_OVER_HIGH: reclaim for high runs where the caller chooses
@@ -43,12 +48,34 @@ static long excess(const struct tally_memcg *h, long n)
 	return e > LONG_MAX ? LONG_MAX : (long)e;
 }
 
+/*
+ * Settle the refusing level's subtree and retry, until the charge fits or
+ * every level refusing it is settled.  Returns NULL when charged, else
+ * the level refusing.
+ */
+struct tally_memcg *memcg_settle_and_retry(struct tally_memcg *g, long n,
+					   struct tally_memcg *h)
+{
+	for (;;) {
+		struct tally_memcg *refuser;
+
+		(void)memcg_settle_lock(h);
+		(void)tally_inject(TALLY_INJECT_MEMCG_DRAINED);
+		refuser = memcg_counters_try_add(g, n);
+		memcg_settle_unlock(h);
+		/* A level above: its subtree holds stocks too. */
+		if (!refuser || refuser == h || refuser->depth >= h->depth)
+			return refuser;
+		h = refuser;
+	}
+}
+
 static int refuse_or_reclaim(struct tally_memcg *g, long n,
 			     struct tally_memcg *h, unsigned int flags)
 {
 	struct memcg_oom pol;
 
-	h = memcg_drain_and_retry(g, n, h);
+	h = memcg_settle_and_retry(g, n, h);
 	if (!h)
 		return memcg_note_high(g);
 	memcg_event(h, TALLY_MEMCG_EVENT_MAX);
@@ -56,7 +83,7 @@ static int refuse_or_reclaim(struct tally_memcg *g, long n,
 		for (int round = 0; h && round < RECLAIM_ROUNDS; round++) {
 			if (!memcg_reclaim(h, excess(h, n)))
 				break;
-			h = memcg_drain_and_retry(g, n, h);
+			h = memcg_settle_and_retry(g, n, h);
 		}
 		if (!h)
 			return memcg_note_high(g);
@@ -69,7 +96,8 @@ static int refuse_or_reclaim(struct tally_memcg *g, long n,
 			pol.mode = TALLY_MEMCG_OOM_FAIL;
 		if (pol.mode != TALLY_MEMCG_OOM_FAIL)
 			h = memcg_wait_for_room(g, n, h,
-						memcg_now_ns() + pol.timeout_ns);
+						backoff_now_ns() +
+						pol.timeout_ns);
 		if (!h)
 			return memcg_note_high(g);
 	}
@@ -119,12 +147,43 @@ static long refill_batch(struct tally_memcg *g)
 	       batch > t->max_batch ? t->max_batch : batch;
 }
 
+/*
+ * The counters, with a batch for the stock when no settle presses on the
+ * chain: a transfer (memcg_transfer.c).  Returns NULL when charged, else
+ * the level refusing.
+ */
+static struct tally_memcg *refill(struct tally_memcg **gp, unsigned int cpu,
+				  long n)
+{
+	struct tally_memcg *g = *gp, *refuser;
+	struct memcg_transfer tr;
+	long batch;
+
+	memcg_transfer_begin(g->tree, &tr);
+	/*
+	 * Read inside the transfer: a destroy that marked the group dead
+	 * waits for this transfer, or this transfer sees the flag.
+	 */
+	*gp = g = memcg_resolve(g);
+	batch = refill_batch(g);
+	if (memcg_transfer_may_move(g) &&
+	    !memcg_counters_try_add(g, n + batch)) {
+		STORE(&g->fast.stock_cap, 2 * batch);
+		if (!memcg_stock_deposit(g, cpu, batch, 2 * batch))
+			memcg_counters_sub(g, NULL, batch);
+		refuser = NULL;
+	} else {
+		refuser = memcg_counters_try_add(g, n);
+	}
+	memcg_transfer_end(&tr);
+	return refuser;
+}
+
 /* The stock could not serve @n: go to the counters, refilling the stock. */
 static int charge_slow(struct tally_memcg *g, unsigned int cpu, long n,
 		       unsigned int flags)
 {
 	struct tally_memcg *refuser;
-	long batch;
 
 	g = memcg_resolve(g);
 	(void)tally_inject(TALLY_INJECT_MEMCG_RESOLVED);
@@ -138,30 +197,10 @@ static int charge_slow(struct tally_memcg *g, unsigned int cpu, long n,
 			return -E2BIG;
 		return memcg_note_high(g);
 	}
-	/*
-	 * Counted before the dead flag is read: a destroy that marked the
-	 * group dead sees this refill, or this refill sees the flag.
-	 */
-	__atomic_add_fetch(&g->refilling, 1, __ATOMIC_SEQ_CST);
-	while (__atomic_load_n(&g->dead, __ATOMIC_SEQ_CST)) {
-		__atomic_sub_fetch(&g->refilling, 1, __ATOMIC_RELEASE);
-		g = memcg_resolve(g);
-		__atomic_add_fetch(&g->refilling, 1, __ATOMIC_SEQ_CST);
-	}
-	batch = refill_batch(g);
-	if (!memcg_chain_under_pressure(g) &&
-	    !memcg_counters_try_add(g, n + batch)) {
-		STORE(&g->fast.stock_cap, 2 * batch);
-		if (!memcg_stock_deposit(g, cpu, batch, 2 * batch))
-			memcg_counters_sub(g, NULL, batch);
-		__atomic_sub_fetch(&g->refilling, 1, __ATOMIC_RELEASE);
-		return memcg_note_high(g);
-	}
-	__atomic_sub_fetch(&g->refilling, 1, __ATOMIC_RELEASE);
-	refuser = memcg_counters_try_add(g, n);
+	refuser = refill(&g, cpu, n);
 	if (!refuser)
 		return memcg_note_high(g);
-	/* Draining takes a lock and membarrier(): not for NOBLOCK. */
+	/* Settling takes a lock and may wait: not for NOBLOCK. */
 	if (flags & TALLY_MEMCG_NOBLOCK)
 		return -EAGAIN;
 	return refuse_or_reclaim(g, n, refuser, flags);
@@ -208,26 +247,24 @@ int tally_memcg_charge_cpu(struct tally_memcg *g, unsigned int cpu,
 static int uncharge(struct tally_memcg *g, unsigned int cpu, long bytes)
 {
 	long batch = LOAD(&g->fast.stock_cap) / 2;
+	struct memcg_transfer tr;
 	int err;
 
 	if (bytes < 1 || bytes > TALLY_MEMCG_BYTES_MAX)
 		return -EINVAL;
 	if (memcg_stock_give(g, cpu, bytes, LOAD(&g->fast.stock_cap)))
 		return 0;
-	/*
-	 * The batch is in transit from the stock to the counters: counted
-	 * in refilling (before it leaves the stock) so that a refusal
-	 * meanwhile waits for it instead of counting it twice.
-	 */
-	__atomic_add_fetch(&g->refilling, 1, __ATOMIC_SEQ_CST);
-	if (!memcg_stock_take(g, cpu, batch)) {
-		__atomic_sub_fetch(&g->refilling, 1, __ATOMIC_RELEASE);
+	/* The batch carried from the stock to the counters: a transfer. */
+	memcg_transfer_begin(g->tree, &tr);
+	if (!memcg_transfer_may_move(g) ||
+	    !memcg_stock_take(g, cpu, batch)) {
+		memcg_transfer_end(&tr);
 		return memcg_counters_uncharge(memcg_resolve(g), bytes);
 	}
 	err = memcg_counters_uncharge(memcg_resolve(g), bytes + batch);
 	if (err && !memcg_stock_give(g, cpu, batch, LOAD(&g->fast.stock_cap)))
 		memcg_counters_give_back(memcg_resolve(g), batch);
-	__atomic_sub_fetch(&g->refilling, 1, __ATOMIC_RELEASE);
+	memcg_transfer_end(&tr);
 	return err;
 }
 
@@ -251,27 +288,18 @@ int tally_memcg_uncharge_cpu(struct tally_memcg *g, unsigned int cpu,
 /* ---- limits ----------------------------------------------------------- */
 
 /*
- * Drain @g's subtree and read its usage: every byte then is charged, in a
- * transit (refilling) that is waited for (1 s at most), or reserved by
- * a refill checked against the new max, which it cannot exceed.  Caller
- * holds nothing.
+ * @g's usage once its subtree is settled: every byte then is charged, or
+ * reserved by a refill checked against the new max, which it cannot
+ * exceed.  Caller holds nothing.
  */
 static long settled_usage(struct tally_memcg *g)
 {
-	struct memcg_wait w;
 	long usage;
 
-	memcg_wait_begin(&w);
-	for (;;) {
-		long refilling;
-
-		pthread_mutex_lock(&g->tree->drain_lock);
-		refilling = memcg_drain_locked(g);
-		usage = __atomic_load_n(&g->usage, __ATOMIC_SEQ_CST);
-		pthread_mutex_unlock(&g->tree->drain_lock);
-		if (!refilling || !memcg_wait_more(&w))
-			return usage;
-	}
+	(void)memcg_settle_lock(g);
+	usage = __atomic_load_n(&g->usage, __ATOMIC_SEQ_CST);
+	memcg_settle_unlock(g);
+	return usage;
 }
 
 /*

@@ -10,7 +10,9 @@
  * through tally/stats.h and ended through stats/stats_owner.h; nothing of
  * the statistics tree points back.  Creation and destruction hold the
  * structure lock for writing; a group is linked for lock-free walks
- * (memcg_stock.c) only once complete, with a release store.
+ * (memcg_walk.c) only once complete, with a release store, and once
+ * unlinked keeps a reference on the sibling that followed it, so that a
+ * walk resumed on it after a callback still finds its way.
  *
  * Lifetime.  A group holds references (refs): one of the tree's while it
  * is live, one per handle the caller owns (tally_memcg_create() and
@@ -20,16 +22,18 @@
  * events belong to the parent from then on, its statistics group is
  * detached (its name is free), and the tree's reference is dropped.  When
  * the last reference goes, the group is unlinked from the list of all
- * groups and retired: grace.c frees it (its statistics group, flushed
- * into its ancestors, then its memory, stock and event descriptor) once
- * every lock-free walk, and every update redirected from a destroyed
- * child inside a read-side section, that could stand on it has ended;
- * then it drops its parent's reference.  One lifetime: the statistics
+ * groups and retired in its tree's grace domain: it is freed (its
+ * statistics group, flushed into its ancestors, then its memory and event
+ * descriptor) once every lock-free walk, transfer, and update redirected
+ * from a destroyed child inside a read-side section, that could stand on
+ * it has ended; then it drops its parent's reference and its next
+ * sibling's.  One lifetime: the statistics
  * group ends with the memory group that owns it.
  *
- * Costs: create O(1) plus the statistics group; destroy O(CPUs) to drain
- * its stock, O(siblings) to unlink it; put O(1) plus the frees whose grace
- * period ended.
+ * Costs: create O(1) plus the statistics group; destroy O(CPUs x slots)
+ * to drain its stock after a grace period (memcg_settle_dead()),
+ * O(siblings) to unlink it; put O(1) plus the frees whose grace period
+ * ended.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -96,10 +100,13 @@ static void group_release(struct grace_node *node)
 {
 	struct tally_memcg *g = (struct tally_memcg *)
 		((char *)node - offsetof(struct tally_memcg, free_node));
-	struct tally_memcg *parent = g->parent;
+	struct tally_memcg *parent = g->parent, *next = g->next_sibling;
 
 	stats_group_finish(g->stats);
 	group_free(g->tree, g);
+	/* Only destroyed groups are released: unlinked, with these refs. */
+	if (next)
+		memcg_put(next);
 	memcg_put(parent);
 }
 
@@ -133,7 +140,7 @@ void memcg_put(struct tally_memcg *g)
 		g->next_all->prev_all = g->prev_all;
 	t->nr_zombies--;
 	pthread_rwlock_unlock(&t->structure);
-	grace_retire(&g->free_node, group_release, t);
+	grace_retire(&t->grace, &g->free_node, group_release);
 }
 
 void tally_memcg_get(struct tally_memcg *g)
@@ -152,7 +159,7 @@ void tally_memcg_put(struct tally_memcg *g)
 	if (!g->parent)
 		return;		/* the root lives as long as its tree */
 	memcg_put(g);
-	grace_poll();
+	grace_poll(&g->tree->grace);
 }
 
 int tally_memcg_tree_create(struct tally_memcg_tree **out,
@@ -178,9 +185,10 @@ int tally_memcg_tree_create(struct tally_memcg_tree **out,
 	} else {
 		max_batch = batch;	/* set below, once the CPUs are known */
 	}
-	t = calloc(1, sizeof(*t));
-	if (!t)
+	/* Its grace domain's shards are cache lines of their own. */
+	if (posix_memalign((void **)&t, 64, sizeof(*t)))
 		return -ENOMEM;
+	memset(t, 0, sizeof(*t));
 	t->domain = opts && opts->domain ? opts->domain : tally_domain_system();
 	if (!t->domain) {
 		free(t);
@@ -244,6 +252,7 @@ int tally_memcg_tree_create(struct tally_memcg_tree **out,
 		return -ENOMEM;
 	}
 	t->root->stats = tally_stats_root(t->stats);
+	grace_domain_init(&t->grace);
 	t->all = t->root;
 	t->nr_groups = 1;
 	memcg_register_tree(t);
@@ -263,7 +272,7 @@ void tally_memcg_tree_destroy(struct tally_memcg_tree *t)
 	 * first.  A destroyed one still held by a handle ends its detached
 	 * statistics group; the live ones' go with their tree.
 	 */
-	grace_flush_owner(t);
+	grace_domain_fini(&t->grace);
 	for (g = t->all; g; g = next) {
 		next = g->next_all;
 		if (g->dead)
@@ -303,7 +312,7 @@ int tally_memcg_create(struct tally_memcg *parent, const char *name,
 		return -EINVAL;
 	memcg_check_handle(parent);
 	t = parent->tree;
-	grace_poll();
+	grace_poll(&t->grace);
 	if (parent->depth + 1 > TALLY_MEMCG_MAX_DEPTH)
 		return -EINVAL;
 	g = group_alloc(t, parent);
@@ -391,7 +400,12 @@ static void unlink_child(struct tally_memcg *g)
 
 	while (*link != g)
 		link = &(*link)->next_sibling;
-	/* g keeps its own next_sibling: a walk standing on it goes on. */
+	/*
+	 * g keeps its own next_sibling, and a reference on it: a walk
+	 * standing on it goes on, now or after a callback (memcg_walk.c).
+	 */
+	if (g->next_sibling)
+		__atomic_add_fetch(&g->next_sibling->refs, 1, __ATOMIC_RELAXED);
 	__atomic_store_n(link, g->next_sibling, __ATOMIC_RELEASE);
 	g->parent->nr_children--;
 }
@@ -433,7 +447,6 @@ int tally_memcg_destroy(struct tally_memcg *g)
 	__atomic_store_n(&g->dead, 1, __ATOMIC_SEQ_CST);
 	/* A kill that resolved to it before now fails (memcg_oom_kill()). */
 	g->oom = (struct memcg_oom){ TALLY_MEMCG_OOM_FAIL, 0, NULL, NULL };
-	memcg_drain_dead(g);
 	memcg_unprotect(g);
 	while (g->tasks)
 		memcg_unlink_task(g->tasks);
@@ -459,6 +472,8 @@ out:
 	pthread_mutex_unlock(&t->drain_lock);
 	pthread_mutex_unlock(&t->oom_lock);
 	if (!err) {
+		/* Its slots, once the installs that missed the flag ended. */
+		memcg_settle_dead(g);
 		/* Calls of its reclaim callback in flight end first. */
 		memcg_reclaim_remove(g);
 		/*
@@ -467,9 +482,9 @@ out:
 		 */
 		stats_group_fold(g->stats);
 		__atomic_add_fetch(&g->refs, 1, __ATOMIC_RELAXED);
-		grace_retire(&g->fold_node, group_fold_late, t);
+		grace_retire(&t->grace, &g->fold_node, group_fold_late);
 		memcg_put(g);		/* the tree's reference */
-		grace_poll();
+		grace_poll(&t->grace);
 	}
 	return err;
 }

@@ -9,8 +9,11 @@
  *                    references (get/put), freeing after a grace period;
  *                    names and paths (names/names.h)
  *   memcg_counter.c  hierarchical page counters and events
- *   memcg_stock.c    per-CPU stocks, lock-free walks, drains
- *   memcg_charge.c   charge, uncharge, refusal, limits
+ *   memcg_stock.c    per-CPU stocks: slots, installs, evictions, drains
+ *   memcg_transfer.c bytes in transit between counters and stocks, and
+ *                    settling a subtree (the refusal's wait for them)
+ *   memcg_walk.c     lock-free walks of a subtree
+ *   memcg_charge.c   charge, uncharge, the refusal's loop, limits
  *   memcg_reclaim.c  protection, reclaim callbacks, high
  *   memcg_oom.c      OOM policies, kills, tasks
  *   memcg.c          names, fork, stock mode, reads, stats, events fd
@@ -27,6 +30,7 @@
 #include <tally/oom.h>
 
 #include "names/names.h"
+#include "runtime/backoff.h"
 #include "runtime/fork.h"
 #include "runtime/grace.h"
 
@@ -34,12 +38,12 @@
 #define NO_CPU (~0u)
 
 /*
- * How long a refusal (or setting max) waits for the transfers in flight
- * between a page counter and a stock, in real time: they are a few
- * instructions long, so only a thread descheduled or stopped right there
- * for longer makes the wait end without them.  A second, not less: on a
- * machine with many runnable threads per CPU, a thread preempted in that
- * window was seen to wait over 100 ms for its CPU.
+ * How long a refusal (or setting max, destroy, fork) waits for the
+ * transfers in flight between a page counter and a stock, in real time:
+ * they are a few instructions long, so only a thread descheduled or
+ * stopped right there for longer makes the wait end without them.  A
+ * second, not less: on a machine with many runnable threads per CPU, a
+ * thread preempted in that window can wait over 100 ms for its CPU.
  */
 #define TRANSFER_WAIT_NS (1000l * 1000 * 1000)
 #define RECLAIM_ROUNDS 4
@@ -78,8 +82,7 @@ struct tally_memcg {
 	long usage __attribute__((aligned(64)));
 	long peak;
 	unsigned long refills;		/* charges that reached the counter */
-	int refilling;			/* bytes between counter and stock */
-	int pressure;			/* refusals draining this subtree */
+	int pressure;			/* settles of this subtree running */
 	long max;
 	long high;
 	long low;
@@ -150,6 +153,8 @@ struct tally_memcg_tree {
 	unsigned long nr_zombies;
 
 	struct tally_fork_node fork_node;	/* memcg.c: live trees */
+	/* Lifetimes and transfers of this tree's groups (64-byte aligned). */
+	struct grace_domain grace;
 };
 
 enum { MEMCG_KILLED, MEMCG_NO_VICTIM, MEMCG_KILL_BUSY, MEMCG_NOT_KILLING };
@@ -177,31 +182,41 @@ void memcg_event(struct tally_memcg *g, enum tally_memcg_event ev);
 void memcg_add_local_events(struct tally_memcg *g, enum tally_memcg_event ev,
 			    long count);
 
-/* memcg_stock.c */
+/* memcg_stock.c (the slots; a caller of these runs a transfer) */
 bool memcg_stock_take(struct tally_memcg *g, unsigned int cpu, long n);
 bool memcg_stock_give(struct tally_memcg *g, unsigned int cpu, long n,
 		      long cap);
-long memcg_walk(struct tally_memcg *h,
-		long (*fn)(struct tally_memcg *g, void *arg), void *arg);
 bool memcg_stock_deposit(struct tally_memcg *g, unsigned int cpu, long batch,
 			 long cap);
 long memcg_stock_sum(struct tally_memcg *h);
-long memcg_drain_locked(struct tally_memcg *h);
-void memcg_drain_dead(struct tally_memcg *g);
-struct tally_memcg *memcg_drain_and_retry(struct tally_memcg *g, long n,
-					  struct tally_memcg *h);
-void memcg_sleep_ns(long ns);
-long memcg_now_ns(void);
+void memcg_drain_locked(struct tally_memcg *h);
 
-/* A wait for transfers in flight: naps from 20 us, doubling to 1 ms. */
-struct memcg_wait {
-	long deadline;
-	long nap;
+/* memcg_transfer.c */
+struct memcg_transfer {
+	struct grace_section section;
 };
 
-void memcg_wait_begin(struct memcg_wait *w);
-/* Nap once; false (no nap) once TRANSFER_WAIT_NS have passed. */
-bool memcg_wait_more(struct memcg_wait *w);
+void memcg_transfer_begin(struct tally_memcg_tree *t,
+			  struct memcg_transfer *tr);
+void memcg_transfer_end(struct memcg_transfer *tr);
+bool memcg_transfer_may_move(const struct tally_memcg *g);
+bool memcg_settle_lock(struct tally_memcg *h);
+void memcg_settle_unlock(struct tally_memcg *h);
+void memcg_settle_dead(struct tally_memcg *g);
+void memcg_transfers_fork_prepare(struct tally_memcg_tree *t);
+void memcg_transfers_fork_parent(struct tally_memcg_tree *t);
+
+/* memcg_charge.c */
+struct tally_memcg *memcg_settle_and_retry(struct tally_memcg *g, long n,
+					   struct tally_memcg *h);
+
+/* memcg_walk.c */
+long memcg_walk(struct tally_memcg *h,
+		long (*fn)(struct tally_memcg *g, void *arg), void *arg);
+void memcg_walk_calling(struct tally_memcg *h,
+			bool (*wants)(struct tally_memcg *g, void *arg),
+			void (*call)(struct tally_memcg *g, void *arg),
+			void *arg);
 
 /* memcg_reclaim.c */
 void memcg_protection(struct tally_memcg *root, struct tally_memcg *g,

@@ -144,14 +144,13 @@ void memcg_wait_kill(struct tally_memcg_tree *t, struct tally_memcg *g)
 struct tally_memcg *memcg_wait_for_room(struct tally_memcg *g, long n,
 					 struct tally_memcg *h, long deadline)
 {
-	long nap = 50000;
+	struct backoff b;
 
+	backoff_begin(&b, deadline);
 	for (;;) {
-		h = memcg_drain_and_retry(g, n, h);
-		if (!h || memcg_now_ns() >= deadline)
+		h = memcg_settle_and_retry(g, n, h);
+		if (!h || !backoff_nap(&b))
 			return h;
-		memcg_sleep_ns(nap);
-		nap = nap * 2 > 1000000 ? 1000000 : nap * 2;
 	}
 }
 

@@ -91,6 +91,7 @@ void memcg_protection(struct tally_memcg *root, struct tally_memcg *g,
 struct reclaim_pass {
 	struct tally_memcg *root;
 	long want;		/* bytes still wanted */
+	long ask;		/* of the group about to be called */
 	int below_low;		/* second pass: dip under low, not min */
 };
 
@@ -150,32 +151,44 @@ static long local_usage(struct tally_memcg *g)
 	return usage > 0 ? usage : 0;
 }
 
-static long reclaim_one(struct tally_memcg *g, void *arg)
+/*
+ * Inside the walk's section: how much to ask @g for (p->ask), if
+ * anything.  Its siblings and ancestors are read here, not in the call.
+ */
+static bool reclaim_wants(struct tally_memcg *g, void *arg)
 {
 	struct reclaim_pass *p = arg;
 	tally_memcg_reclaim_fn fn = ACQUIRE(&g->reclaim);
-	long emin, elow, usage, floor, ask, freed;
+	long emin, elow, usage, floor, ask;
 
 	if (p->want <= 0 || !fn || LOAD(&g->dead))
-		return 0;
+		return false;
 	usage = LOAD(&g->usage);
 	memcg_protection(p->root, g, &emin, &elow);
 	floor = p->below_low ? emin : (elow > emin ? elow : emin);
 	if (usage <= floor)
-		return 0;
+		return false;
 	ask = usage - floor;
 	if (ask > local_usage(g))
 		ask = local_usage(g);
 	if (ask > p->want)
 		ask = p->want;
 	if (ask <= 0)
-		return 0;
+		return false;
 	if (p->below_low && usage <= elow)
 		memcg_event(g, TALLY_MEMCG_EVENT_LOW);
-	freed = call_reclaim(g, ask);
+	p->ask = ask;
+	return true;
+}
+
+/* Outside any section, with a reference on @g: the user's callback. */
+static void reclaim_call(struct tally_memcg *g, void *arg)
+{
+	struct reclaim_pass *p = arg;
+	long freed = call_reclaim(g, p->ask);
+
 	/* What it says it freed: its uncharges may sit in stocks yet. */
-	p->want -= freed < 0 ? 0 : freed > ask ? ask : freed;
-	return 0;
+	p->want -= freed < 0 ? 0 : freed > p->ask ? p->ask : freed;
 }
 
 /*
@@ -187,15 +200,15 @@ static __thread int in_reclaim;
 
 long memcg_reclaim(struct tally_memcg *h, long want)
 {
-	struct reclaim_pass p = { h, want, 0 };
+	struct reclaim_pass p = { h, want, 0, 0 };
 
 	if (in_reclaim || want <= 0)
 		return 0;
 	in_reclaim = 1;
-	memcg_walk(h, reclaim_one, &p);
+	memcg_walk_calling(h, reclaim_wants, reclaim_call, &p);
 	if (p.want > 0) {
 		p.below_low = 1;
-		memcg_walk(h, reclaim_one, &p);
+		memcg_walk_calling(h, reclaim_wants, reclaim_call, &p);
 	}
 	in_reclaim = 0;
 	return want - p.want;
@@ -290,7 +303,7 @@ static void wait_until(int *word, int value)
 	long nap = 1000;
 
 	while (__atomic_load_n(word, __ATOMIC_SEQ_CST) != value) {
-		memcg_sleep_ns(nap);
+		backoff_sleep_ns(nap);
 		nap = nap * 2 > 1000000 ? 1000000 : nap * 2;
 	}
 }
@@ -310,7 +323,7 @@ static int replace_reclaim(struct tally_memcg *g, tally_memcg_reclaim_fn fn,
 					  false, __ATOMIC_ACQUIRE,
 					  __ATOMIC_RELAXED);
 	     free_turn = 0) {
-		memcg_sleep_ns(nap);
+		backoff_sleep_ns(nap);
 		nap = nap * 2 > 1000000 ? 1000000 : nap * 2;
 	}
 	/* Destroy marks the group dead before it takes its turn. */
@@ -352,16 +365,15 @@ void memcg_reclaim_remove(struct tally_memcg *g)
 
 int tally_memcg_protection(struct tally_memcg *g, long *emin, long *elow)
 {
+	struct grace_section sec;
 	long m, l;
-
-	unsigned int token;
 
 	if (!g)
 		return -EINVAL;
 	g = memcg_resolve(g);
-	token = grace_read_lock();	/* siblings may be freed meanwhile */
+	grace_enter(&g->tree->grace, &sec); /* siblings may be freed meanwhile */
 	memcg_protection(g->tree->root, g, &m, &l);
-	grace_read_unlock(token);
+	grace_leave(&sec);
 	if (emin)
 		*emin = m;
 	if (elow)

@@ -11,6 +11,10 @@
  * parked in a signal handler only delays frees (nothing waits for it, and
  * nothing is kept once it ends and any later call polls).
  *
+ * Domains: the state below is per domain (struct grace_domain), one per
+ * memory tree, so that one tree's slow section (a transfer stopped half
+ * way, a long walk) never holds back another tree's frees or waits.
+ *
  * Mechanism: two reader counts and an epoch, as SRCU with two counters.
  * A reader adds one to readers[epoch & 1] and keeps the index; it leaves by
  * subtracting one from that same count.  Each count is split in
@@ -31,19 +35,19 @@
  * groups), not the charge fast path, which a held reference protects.
  *
  * Costs: a section is two uncontended atomic adds on its CPU's line;
- * grace_poll() is O(GRACE_SHARDS) plus the callbacks it runs.  Nothing
- * here allocates.
+ * grace_poll() and each try of grace_wait() are O(GRACE_SHARDS) plus the
+ * callbacks run.  A domain is 4.2 KiB.  Nothing here allocates.
  *
  * Callbacks run outside the lock, by whichever thread polls.  A poller
- * publishes what it took (a batch on its stack, in gp.batches) and which
- * owner's callback it is running, so that grace_flush_owner() finds every
- * callback of a tree that is being destroyed: queued, taken by a poller
- * and not started (it runs those itself), or running (it waits for it,
- * sleeping on gp.done).
+ * publishes what it took (a batch on its stack, in d->batches) and whether
+ * it is running one, so that grace_domain_fini() finds every callback of
+ * a domain that is ending: queued, taken by a poller and not started (it
+ * runs those itself), or running (it waits for it, sleeping on d->done).
  *
- * fork(): the child has only the forking thread, so the counts are rebuilt
- * from that thread's own sections (it may fork inside one), and the
- * callbacks other threads had taken and not started go back to the queue.
+ * fork(): the child has only the forking thread, so each domain's counts
+ * are rebuilt from that thread's own open sections (a list on its stack,
+ * kept per thread), and the callbacks other threads had taken and not
+ * started go back to the queue.
  */
 #include <pthread.h>
 #include <stddef.h>
@@ -51,235 +55,259 @@
 
 #include <tally/percpu.h>
 
+#include "backoff.h"
 #include "grace.h"
 #include "fork.h"
 #include "percpu_internal.h"
 
-#define GRACE_SHARDS 64
-
-struct grace_shard {
-	long readers[2];
-} __attribute__((aligned(64)));
-
-static struct {
-	unsigned long epoch;
-	struct grace_shard shard[GRACE_SHARDS] __attribute__((aligned(64)));
-	pthread_mutex_t lock __attribute__((aligned(64)));
-	struct grace_node *head;
-	struct grace_node **tail;
-	unsigned long pending;
-	struct grace_batch *batches;	/* taken by pollers, under lock */
-	pthread_cond_t done;		/* a taken callback ended */
-} gp = {
-	.lock = PTHREAD_MUTEX_INITIALIZER,
-	.tail = &gp.head,
-	.done = PTHREAD_COND_INITIALIZER,
-};
-
 /*
  * What one grace_poll() took off the queue, on its stack: the callbacks
- * not started yet, and the owner of the one running (NULL between two).
+ * not started yet, and whether one is running.
  */
 struct grace_batch {
 	struct grace_batch *next;
 	struct grace_node *todo;
-	const void *running;
+	bool running;
 	pthread_t poller;
 };
 
-/* This thread's open sections per index: the fork child's counts. */
-static __thread long held[2];
+/* Every domain, for the fork handlers. */
+static struct tally_fork_list domains = TALLY_FORK_LIST_INIT;
 
-/* The token: the index in bit 0, the shard above it. */
-unsigned int grace_read_lock(void)
+/* This thread's open sections, innermost first: the fork child's counts. */
+static __thread struct grace_section *open_sections;
+
+void grace_domain_init(struct grace_domain *d)
 {
-	unsigned int idx =
-		(unsigned int)__atomic_load_n(&gp.epoch, __ATOMIC_SEQ_CST) & 1;
-	unsigned int shard = tally_current_cpu() % GRACE_SHARDS;
-
-	held[idx]++;
-	__atomic_add_fetch(&gp.shard[shard].readers[idx], 1, __ATOMIC_SEQ_CST);
-	return shard << 1 | idx;
+	for (int i = 0; i < GRACE_SHARDS; i++)
+		d->shard[i].readers[0] = d->shard[i].readers[1] = 0;
+	d->epoch = 0;
+	pthread_mutex_init(&d->lock, NULL);
+	pthread_cond_init(&d->done, NULL);
+	d->head = NULL;
+	d->tail = &d->head;
+	d->pending = 0;
+	d->batches = NULL;
+	tally_fork_list_add(&domains, &d->fork_node);
 }
 
-void grace_read_unlock(unsigned int token)
+void grace_enter(struct grace_domain *d, struct grace_section *s)
 {
-	__atomic_sub_fetch(&gp.shard[token >> 1].readers[token & 1], 1,
+	unsigned int idx =
+		(unsigned int)__atomic_load_n(&d->epoch, __ATOMIC_SEQ_CST) & 1;
+	unsigned int shard = tally_current_cpu() % GRACE_SHARDS;
+
+	s->domain = d;
+	s->token = shard << 1 | idx;
+	s->outer = open_sections;
+	/* Listed before counted: the fork child counts what is listed. */
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	open_sections = s;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	__atomic_add_fetch(&d->shard[shard].readers[idx], 1, __ATOMIC_SEQ_CST);
+}
+
+void grace_leave(struct grace_section *s)
+{
+	__atomic_sub_fetch(&s->domain->shard[s->token >> 1]
+				    .readers[s->token & 1], 1,
 			   __ATOMIC_SEQ_CST);
-	held[token & 1]--;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	open_sections = s->outer;
 }
 
 /* Readers of index @idx, over every shard (each may be negative alone). */
-static long readers(unsigned int idx)
+static long readers(struct grace_domain *d, unsigned int idx)
 {
 	long sum = 0;
 
 	for (int i = 0; i < GRACE_SHARDS; i++)
-		sum += __atomic_load_n(&gp.shard[i].readers[idx],
+		sum += __atomic_load_n(&d->shard[i].readers[idx],
 				       __ATOMIC_SEQ_CST);
 	return sum;
 }
 
-/* Caller holds gp.lock: advance the epoch as far as readers allow (2). */
-static void advance(void)
+/* Caller holds d->lock: advance the epoch as far as readers allow (2). */
+static void advance(struct grace_domain *d)
 {
 	for (int i = 0; i < 2; i++) {
-		unsigned long e = __atomic_load_n(&gp.epoch, __ATOMIC_SEQ_CST);
+		unsigned long e = __atomic_load_n(&d->epoch, __ATOMIC_SEQ_CST);
 
-		if (readers((unsigned int)(e + 1) & 1))
+		if (readers(d, (unsigned int)(e + 1) & 1))
 			return;
-		__atomic_store_n(&gp.epoch, e + 1, __ATOMIC_SEQ_CST);
+		__atomic_store_n(&d->epoch, e + 1, __ATOMIC_SEQ_CST);
 	}
 }
 
-void grace_retire(struct grace_node *node, void (*fn)(struct grace_node *),
-		  const void *owner)
+static bool inside(const struct grace_domain *d)
 {
-	node->fn = fn;
-	node->owner = owner;
-	node->next = NULL;
-	pthread_mutex_lock(&gp.lock);
-	node->epoch = __atomic_load_n(&gp.epoch, __ATOMIC_SEQ_CST);
-	*gp.tail = node;
-	gp.tail = &node->next;
-	__atomic_add_fetch(&gp.pending, 1, __ATOMIC_RELAXED);
-	pthread_mutex_unlock(&gp.lock);
+	for (struct grace_section *s = open_sections; s; s = s->outer)
+		if (s->domain == d)
+			return true;
+	return false;
 }
 
-/* Caller holds gp.lock: take @b off gp.batches. */
-static void batch_unlink(struct grace_batch *b)
+bool grace_wait(struct grace_domain *d, long deadline_ns)
 {
-	struct grace_batch **link = &gp.batches;
+	unsigned long target;
+	struct backoff b;
+
+	/* Its own section would hold the epoch back until the deadline. */
+	if (inside(d))
+		return false;
+	target = __atomic_load_n(&d->epoch, __ATOMIC_SEQ_CST) + 2;
+	backoff_begin(&b, deadline_ns);
+	for (;;) {
+		unsigned long e;
+
+		pthread_mutex_lock(&d->lock);
+		advance(d);
+		e = __atomic_load_n(&d->epoch, __ATOMIC_SEQ_CST);
+		pthread_mutex_unlock(&d->lock);
+		if ((long)(e - target) >= 0)
+			return true;
+		if (!backoff_nap(&b))
+			return false;
+	}
+}
+
+void grace_retire(struct grace_domain *d, struct grace_node *node,
+		  void (*fn)(struct grace_node *))
+{
+	node->fn = fn;
+	node->next = NULL;
+	pthread_mutex_lock(&d->lock);
+	node->epoch = __atomic_load_n(&d->epoch, __ATOMIC_SEQ_CST);
+	*d->tail = node;
+	d->tail = &node->next;
+	__atomic_add_fetch(&d->pending, 1, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&d->lock);
+}
+
+/* Caller holds d->lock: take @b off d->batches. */
+static void batch_unlink(struct grace_domain *d, struct grace_batch *b)
+{
+	struct grace_batch **link = &d->batches;
 
 	while (*link != b)
 		link = &(*link)->next;
 	*link = b->next;
 }
 
-void grace_poll(void)
+void grace_poll(struct grace_domain *d)
 {
 	struct grace_batch b = { .poller = pthread_self() };
 	struct grace_node **todo_tail = &b.todo;
 
-	if (!__atomic_load_n(&gp.pending, __ATOMIC_RELAXED))
+	if (!__atomic_load_n(&d->pending, __ATOMIC_RELAXED))
 		return;
-	pthread_mutex_lock(&gp.lock);
-	advance();
+	pthread_mutex_lock(&d->lock);
+	advance(d);
 	/* The list is in retire order, so in epoch order. */
-	while (gp.head && gp.head->epoch + 2 <= gp.epoch) {
-		struct grace_node *n = gp.head;
+	while (d->head && d->head->epoch + 2 <= d->epoch) {
+		struct grace_node *n = d->head;
 
-		gp.head = n->next;
-		if (!gp.head)
-			gp.tail = &gp.head;
-		__atomic_sub_fetch(&gp.pending, 1, __ATOMIC_RELAXED);
+		d->head = n->next;
+		if (!d->head)
+			d->tail = &d->head;
+		__atomic_sub_fetch(&d->pending, 1, __ATOMIC_RELAXED);
 		n->next = NULL;
 		*todo_tail = n;
 		todo_tail = &n->next;
 	}
 	if (!b.todo) {
-		pthread_mutex_unlock(&gp.lock);
+		pthread_mutex_unlock(&d->lock);
 		return;
 	}
-	b.next = gp.batches;
-	gp.batches = &b;
+	b.next = d->batches;
+	d->batches = &b;
 	/* Outside the lock: a callback may retire more (a parent's put). */
 	while (b.todo) {
 		struct grace_node *n = b.todo;
 
 		b.todo = n->next;
-		b.running = n->owner;
-		pthread_mutex_unlock(&gp.lock);
+		b.running = true;
+		pthread_mutex_unlock(&d->lock);
 		n->fn(n);
-		pthread_mutex_lock(&gp.lock);
-		b.running = NULL;
-		pthread_cond_broadcast(&gp.done);
+		pthread_mutex_lock(&d->lock);
+		b.running = false;
+		pthread_cond_broadcast(&d->done);
 	}
-	batch_unlink(&b);
-	pthread_mutex_unlock(&gp.lock);
+	batch_unlink(d, &b);
+	pthread_mutex_unlock(&d->lock);
 }
 
-/* Caller holds gp.lock: unlink and return a queued callback of @owner. */
-static struct grace_node *take_owned(struct grace_node **link,
-				     struct grace_node ***tail,
-				     const void *owner)
+void grace_domain_fini(struct grace_domain *d)
 {
-	for (; *link; link = &(*link)->next) {
-		struct grace_node *n = *link;
-
-		if (n->owner != owner)
-			continue;
-		*link = n->next;
-		if (tail && !*link)
-			*tail = link;
-		return n;
-	}
-	return NULL;
-}
-
-void grace_flush_owner(const void *owner)
-{
-	pthread_mutex_lock(&gp.lock);
+	pthread_mutex_lock(&d->lock);
 	for (;;) {
-		struct grace_node *found = take_owned(&gp.head, &gp.tail,
-						      owner);
+		struct grace_node *found = d->head;
 		bool running = false;
 
 		if (found) {
-			__atomic_sub_fetch(&gp.pending, 1, __ATOMIC_RELAXED);
+			d->head = found->next;
+			if (!d->head)
+				d->tail = &d->head;
+			__atomic_sub_fetch(&d->pending, 1, __ATOMIC_RELAXED);
 		} else {
 			/* Taken by a poller, not started: ours to run. */
-			for (struct grace_batch *b = gp.batches;
-			     b && !found; b = b->next)
-				found = take_owned(&b->todo, NULL, owner);
+			for (struct grace_batch *b = d->batches; b && !found;
+			     b = b->next)
+				if ((found = b->todo))
+					b->todo = found->next;
 		}
 		if (found) {
-			pthread_mutex_unlock(&gp.lock);
-			/* One at a time: it may retire another of @owner. */
+			pthread_mutex_unlock(&d->lock);
+			/* One at a time: it may retire another. */
 			found->fn(found);
-			pthread_mutex_lock(&gp.lock);
+			pthread_mutex_lock(&d->lock);
 			continue;
 		}
-		for (struct grace_batch *b = gp.batches; b; b = b->next)
-			running |= b->running == owner;
+		for (struct grace_batch *b = d->batches; b; b = b->next)
+			running |= b->running;
 		if (!running)
 			break;
-		/* Running in a poller: its end is the owner's, not ours. */
-		pthread_cond_wait(&gp.done, &gp.lock);
+		/* Running in a poller: its end is the domain's, not ours. */
+		pthread_cond_wait(&d->done, &d->lock);
 	}
-	pthread_mutex_unlock(&gp.lock);
+	pthread_mutex_unlock(&d->lock);
+	tally_fork_list_del(&domains, &d->fork_node);
+	pthread_cond_destroy(&d->done);
+	pthread_mutex_destroy(&d->lock);
 }
 
-unsigned long grace_pending(void)
+unsigned long grace_pending(const struct grace_domain *d)
 {
-	return __atomic_load_n(&gp.pending, __ATOMIC_RELAXED);
+	return __atomic_load_n(&d->pending, __ATOMIC_RELAXED);
 }
 
 static void fork_prepare(void)
 {
-	pthread_mutex_lock(&gp.lock);
+	struct grace_domain *d;
+
+	pthread_mutex_lock(&domains.lock);
+	tally_fork_for_each(d, &domains, struct grace_domain, fork_node)
+		pthread_mutex_lock(&d->lock);
 }
 
 static void fork_parent(void)
 {
-	pthread_mutex_unlock(&gp.lock);
+	struct grace_domain *d;
+
+	tally_fork_for_each(d, &domains, struct grace_domain, fork_node)
+		pthread_mutex_unlock(&d->lock);
+	pthread_mutex_unlock(&domains.lock);
 }
 
-static void fork_child(void)
+/*
+ * Other threads' pollers are gone: the callbacks they had taken and not
+ * started go back to the front of @d's queue (their grace period has
+ * ended); one they were running is lost with them, half done.  This
+ * thread's own poll, if it forked from a callback, goes on.
+ */
+static void requeue_orphans(struct grace_domain *d)
 {
-	/* Only this thread's sections are left; their unlocks may hit any
-	 * shard: only the sums matter. */
-	for (int i = 0; i < GRACE_SHARDS; i++)
-		gp.shard[i].readers[0] = gp.shard[i].readers[1] = 0;
-	gp.shard[0].readers[0] = held[0];
-	gp.shard[0].readers[1] = held[1];
-	/*
-	 * Other threads' pollers are gone: the callbacks they had taken and
-	 * not started go back to the front of the queue (their grace period
-	 * has ended); one they were running is lost with them, half done.
-	 * This thread's own poll, if it forked from a callback, goes on.
-	 */
-	for (struct grace_batch **link = &gp.batches; *link;) {
+	for (struct grace_batch **link = &d->batches; *link;) {
 		struct grace_batch *b = *link;
 
 		if (pthread_equal(b->poller, pthread_self())) {
@@ -291,15 +319,33 @@ static void fork_child(void)
 			struct grace_node *n = b->todo;
 
 			b->todo = n->next;
-			n->next = gp.head;
-			if (!gp.head)
-				gp.tail = &n->next;
-			gp.head = n;
-			__atomic_add_fetch(&gp.pending, 1, __ATOMIC_RELAXED);
+			n->next = d->head;
+			if (!d->head)
+				d->tail = &n->next;
+			d->head = n;
+			__atomic_add_fetch(&d->pending, 1, __ATOMIC_RELAXED);
 		}
 	}
-	tally_mutex_reset(&gp.lock);
-	pthread_cond_init(&gp.done, NULL);
+}
+
+static void fork_child(void)
+{
+	struct grace_domain *d;
+
+	/*
+	 * Only this thread's sections are left; their leaves may hit any
+	 * shard: only the sums matter.
+	 */
+	tally_fork_for_each(d, &domains, struct grace_domain, fork_node) {
+		for (int i = 0; i < GRACE_SHARDS; i++)
+			d->shard[i].readers[0] = d->shard[i].readers[1] = 0;
+		requeue_orphans(d);
+		tally_mutex_reset(&d->lock);
+		pthread_cond_init(&d->done, NULL);
+	}
+	for (struct grace_section *s = open_sections; s; s = s->outer)
+		s->domain->shard[s->token >> 1].readers[s->token & 1]++;
+	tally_mutex_reset(&domains.lock);
 }
 
 __attribute__((constructor)) static void grace_init(void)

@@ -71,6 +71,17 @@ enum tally_inject_point {
 	 * policy is a kill, and is about to choose a victim; no lock held.
 	 */
 	TALLY_INJECT_MEMCG_BEFORE_KILL,
+	/*
+	 * Memory groups: a refill's eviction emptied another group's slot,
+	 * whose bytes are not back in that group's counters yet (inside the
+	 * refill's transfer); no lock held.
+	 */
+	TALLY_INJECT_MEMCG_EVICTED,
+	/*
+	 * A bounded wait (runtime/backoff.h) is about to nap: what it waits
+	 * for has not happened yet; the waiter's locks are held.
+	 */
+	TALLY_INJECT_BACKOFF_NAP,
 	TALLY_INJECT_NR_POINTS
 };
 

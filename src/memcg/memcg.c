@@ -125,12 +125,14 @@ static void fork_prepare(void)
 		pthread_mutex_lock(&t->drain_lock);
 		pthread_rwlock_wrlock(&t->structure);
 	}
+	memcg_callback_fork_prepare();
 }
 
 static void fork_parent(void)
 {
 	struct tally_memcg_tree *t;
 
+	memcg_callback_fork_parent();
 	tally_fork_for_each(t, &trees, struct tally_memcg_tree, fork_node) {
 		pthread_rwlock_unlock(&t->structure);
 		pthread_mutex_unlock(&t->drain_lock);
@@ -176,14 +178,13 @@ static void fork_child(void)
 			t->kill_running = 0;
 			t->killing = NULL;
 			t->killing_group = NULL;
-			t->killing_policy = NULL;
 		}
 		for (struct tally_memcg *g = t->all; g; g = g->next_all) {
 			STORE(&g->refilling, 0);
 			STORE(&g->pressure, 0);
-			memcg_reclaim_fork_child(g);
 		}
 	}
+	memcg_callback_fork_child();
 	tally_mutex_reset(&trees.lock);
 }
 

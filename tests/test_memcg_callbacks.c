@@ -167,21 +167,27 @@ static void destroy_own_group(struct park *p)
 	p->ret = tally_memcg_destroy(p->g);
 }
 
-/* A setter's thread: sets @p->g's reclaim callback to never_called(). */
+static long set_never_called(struct tally_memcg *g)
+{
+	return tally_memcg_set_reclaim(g, never_called, NULL);
+}
+
+/* A setter's thread: @set on @p->g while @p's callback is parked. */
 struct setter {
 	struct park *p;
+	long (*set)(struct tally_memcg *g);
 	long ret;
 	int done;
 	int call_returned;	/* the parked call had returned by then */
 	pid_t tid;
 };
 
-static void *set_reclaim_thread(void *arg)
+static void *setter_thread(void *arg)
 {
 	struct setter *s = arg;
 
 	PUT(&s->tid, (pid_t)syscall(SYS_gettid));
-	s->ret = tally_memcg_set_reclaim(s->p->g, never_called, NULL);
+	s->ret = s->set(s->p->g);
 	s->call_returned = GET(&s->p->returned);
 	PUT(&s->done, 1);
 	return NULL;
@@ -208,13 +214,13 @@ static void destroy_in_callback_against_a_setter(void)
 {
 	struct tally_memcg_tree *t;
 	struct park p = { .action = destroy_own_group, .ret = 1 };
-	struct setter s = { .p = &p, .ret = 1 };
+	struct setter s = { .p = &p, .set = set_never_called, .ret = 1 };
 	pthread_t setter;
 
 	REQUIRE(tally_memcg_tree_create(&t, NULL) == 0);
 	REQUIRE(reclaiming_group(t, "g", &p));
 	REQUIRE(park_start(&p));
-	REQUIRE(pthread_create(&setter, NULL, set_reclaim_thread, &s) == 0);
+	REQUIRE(pthread_create(&setter, NULL, setter_thread, &s) == 0);
 	setter_waits(&s);
 	park_finish(&p);
 	pthread_join(setter, NULL);
@@ -276,23 +282,12 @@ static void never_killing(struct tally_memcg *oom_group,
 	(void)arg;
 }
 
-struct policy_setter {
-	struct tally_memcg *g;
-	long ret;
-	int done;
-	pid_t tid;
-};
-
-static void *set_policy_thread(void *arg)
+static long set_never_killing(struct tally_memcg *g)
 {
-	struct policy_setter *s = arg;
 	struct tally_memcg_oom_policy pol = { TALLY_MEMCG_OOM_KILL, 0,
 					      never_killing, NULL };
 
-	PUT(&s->tid, (pid_t)syscall(SYS_gettid));
-	s->ret = tally_memcg_set_oom_policy(s->g, &pol);
-	PUT(&s->done, 1);
-	return NULL;
+	return tally_memcg_set_oom_policy(g, &pol);
 }
 
 /*
@@ -305,22 +300,19 @@ static void *set_policy_thread(void *arg)
 static void set_policy_against_a_destroying_kill(void)
 {
 	struct park p = { .action = destroy_own_group, .ret = 1 };
-	struct policy_setter s = { .ret = 1 };
+	struct setter s = { .p = &p, .set = set_never_killing, .ret = 1 };
 	struct killing k;
 	pthread_t setter;
 
 	REQUIRE(killing_init(&k, &p));
-	s.g = k.g;
 	REQUIRE(park_start(&p));
-	REQUIRE(pthread_create(&setter, NULL, set_policy_thread, &s) == 0);
-	while (!GET(&s.tid))
-		usleep(100);
-	while (!GET(&s.done) && thread_state(GET(&s.tid)) != 'S')
-		usleep(100);
+	REQUIRE(pthread_create(&setter, NULL, setter_thread, &s) == 0);
+	setter_waits(&s);
 	park_finish(&p);
 	pthread_join(setter, NULL);
 	CHECK_EQ_LONG(p.ret, 0);
 	CHECK(s.ret == 0 || s.ret == -EINVAL);
+	CHECK_EQ_LONG(s.call_returned, 1);
 	CHECK_EQ_LONG(k.g->oom.mode, TALLY_MEMCG_OOM_FAIL);
 	CHECK_EQ_LONG(tally_memcg_set_oom_policy(k.g, NULL), -EINVAL);
 	killing_fini(&k);

@@ -42,7 +42,8 @@
  *
  * Locks, in their order: oom_lock (task lists, policies, the kill in
  * progress, OOM candidates' room), drain_lock (drains, destroy),
- * structure (create, destroy, find, attach).  No lock is held while a
+ * structure (create, destroy, find, attach), then the callbacks' lock of
+ * memcg_callback.c (one for every tree, a leaf).  No lock is held while a
  * user callback runs: fork() takes these locks and never waits for one.
  * Callbacks are removed by waiting (sleeping) for the calls in flight.
  */

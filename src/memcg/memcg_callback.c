@@ -3,12 +3,12 @@
  * memcg_callback.c - the one protocol of the groups' user callbacks
  * (reclaim and kill): call, set, replace, remove, wait.
  *
- * Invariant: under cb_lock, every call in flight is on the list `calls`
- * with the publication sequence number at which it read its callback,
- * and a setter (or a destroy) returns only once no call with a lower
- * number of the callbacks it replaced runs, but the ones it was told to
- * leave (a destroy's own thread's) and none it would wait for for ever:
- * that wait returns -EDEADLK before anything is changed.
+ * Invariant: every call in flight is listed (under cb_lock) with the
+ * number of callbacks published before it read its own, and a set or
+ * destroy that published number n returns only once no call numbered
+ * below n of a callback it replaced runs (for a destroy: in another
+ * thread), unless that wait could never end: then it returns -EDEADLK
+ * before changing anything.
  *
  * A call takes cb_lock to read (fn, arg) and list itself, and again to
  * leave: the pair is never torn, and a call that began after a setter

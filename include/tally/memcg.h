@@ -80,8 +80,16 @@
  *
  * Callbacks: setting or removing a reclaim callback or an OOM policy
  * returns only when no call of the old callback is running or can start,
- * so its argument may be freed then.  No tally lock is held while a
- * callback runs.
+ * so its argument may be freed then; destroying a group removes both the
+ * same way.  No tally lock is held while a callback runs.  A callback may
+ * destroy its own group or others, and set or clear the callbacks of
+ * other groups; setting its own group's callback of its own kind is
+ * -EDEADLK (it would wait for its own call).  A set or destroy whose wait
+ * for calls in other threads could never end (each of a cycle of threads
+ * waits for a call that the next one is inside) returns -EDEADLK with
+ * nothing changed.  Not detected: a cycle through an OOM kill's victim (a
+ * kill callback that waits so for a call whose callback detaches that
+ * victim, or destroys its group, waits for ever).
  *
  * Locks: the drain lock (a mutex) serialises drains; a thread stopped or
  * preempted while it drains delays other drains (and so refusals,
@@ -99,8 +107,8 @@
  * group with children or set max below usage; -ENOMEM for a refused charge
  * or a failed allocation; -EAGAIN for a %TALLY_MEMCG_NOBLOCK charge that
  * would have to wait; -E2BIG for a %TALLY_MEMCG_NOFAIL charge larger
- * than some max of the chain; -EDEADLK for a callback that would wait for
- * itself; -ENOSPC for a short buffer.
+ * than some max of the chain; -EDEADLK for a set or destroy that would
+ * wait for ever for a callback's calls; -ENOSPC for a short buffer.
  */
 
 #include <limits.h>
@@ -296,10 +304,13 @@ int tally_memcg_find(struct tally_memcg_tree *t, const char *path,
  *
  * Context: MT-safe; not async-signal-safe: takes the tree's locks, drains
  * (membarrier()), sleeps while other threads' calls of its reclaim or kill
- * callback run, frees memory.
+ * callback run, frees memory.  May be called from any callback, its own
+ * group's too (its own call goes on).  -EDEADLK, nothing changed, when a
+ * thread whose call it would wait for waits, itself or through others,
+ * for a call that this thread is inside.
  *
  * Return: 0, -EINVAL (NULL, the root, already destroyed), -EBUSY (it has
- * live children).
+ * live children), -EDEADLK.
  */
 int tally_memcg_destroy(struct tally_memcg *g);
 
@@ -746,7 +757,9 @@ int tally_memcg_high_delay(struct tally_memcg *g, long bytes,
  * Called by a charge that hit max, by tally_memcg_set_limit() lowering a
  * max, or by tally_memcg_reclaim_high(), in that thread, with no tally
  * lock held: it may uncharge (that is how it frees)
- * and charge other groups, but must not charge @g's subtree.  Groups are
+ * and charge other groups, but must not charge @g's subtree; it may
+ * destroy @g or other groups and set the callbacks of other groups (see
+ * tally_memcg_set_reclaim()).  Groups are
  * asked in order: first those above their effective low protection (for
  * the part above it), then those above their effective min (a low event
  * each); never below the effective min.
@@ -770,9 +783,14 @@ typedef long (*tally_memcg_reclaim_fn)(struct tally_memcg *g, long bytes,
  * its argument may be freed then.
  *
  * Context: MT-safe; not async-signal-safe: sleeps while calls of the old
- * callback run.  Not from @g's own reclaim callback (-EDEADLK).  Two
- * callbacks running at once that each replace, or destroy, the other's
- * group wait for each other forever: that cycle is not detected.
+ * callback run.  From a callback: not from @g's own reclaim callback
+ * (-EDEADLK: its call would never end first); for another group, -EDEADLK
+ * when a thread whose call it would wait for waits, itself or through
+ * others, for a call that this thread is inside (two callbacks that each
+ * replace the other's group's callback: the second to wait gets it).
+ * -EDEADLK changes nothing.  Not detected: a kill callback that waits
+ * here for a call whose callback detaches the kill's victim or destroys
+ * the victim's group.
  *
  * Return: 0, -EINVAL (NULL @g, destroyed group), -EDEADLK.
  */
@@ -849,7 +867,8 @@ enum tally_memcg_oom_mode {
  * runs at a time per tree (no tally lock is held across the callback): a
  * charge that hits max meanwhile waits for room instead of choosing a
  * second victim.  The callback may charge, uncharge, attach and detach
- * tasks, create and destroy groups, and fork().
+ * tasks, create and destroy groups (@oom_group too), set the callbacks
+ * of other groups (see tally_memcg_set_oom_policy()), and fork().
  */
 typedef void (*tally_memcg_kill_fn)(struct tally_memcg *oom_group,
 				    struct tally_memcg_task *victim,
@@ -875,15 +894,18 @@ struct tally_memcg_oom_policy {
  * @g: a live group (the root too).
  * @policy: the policy (copied), or NULL for %TALLY_MEMCG_OOM_FAIL.
  *
- * Returns once no call of the previous kill callback for @g is running:
- * its argument may be freed then.
+ * Returns once no call of the previous kill callback for @g is running
+ * or can start: its argument may be freed then.  A set that overlaps
+ * @g's destroy either gets -EINVAL or is removed by the destroy.
  *
  * Context: MT-safe; not async-signal-safe: takes the tree's OOM lock,
- * sleeps while the old kill callback runs.  Not from the kill callback
- * running for @g (-EDEADLK).  A callback that replaces the policy of a
- * group whose own callback, running at once, waits for this one (it
- * replaces or destroys this callback's group) waits forever: that cycle is
- * not detected.
+ * sleeps while calls of the old kill callback run.  From a callback: not
+ * from the kill callback running for @g (-EDEADLK); for another group,
+ * -EDEADLK when a thread whose call it would wait for waits, itself or
+ * through others, for a call that this thread is inside.  -EDEADLK
+ * changes nothing.  Not detected: a kill callback that waits here for a
+ * call whose callback detaches the kill's victim or destroys the
+ * victim's group.
  *
  * Return: 0, -EINVAL (NULL @g, destroyed group, unknown mode, timeout out
  * of range, %TALLY_MEMCG_OOM_KILL without a callback), -EDEADLK.

@@ -43,7 +43,8 @@
  *
  * Locks, in their order: oom_lock (task lists, policies, the kill in
  * progress, OOM candidates' room), drain_lock (drains, destroy),
- * structure (create, destroy, find, attach).  No lock is held while a
+ * structure (create, destroy, find, attach), then the callbacks' lock of
+ * memcg_callback.c (one for every tree, a leaf).  No lock is held while a
  * user callback runs: fork() takes these locks and never waits for one.
  * Callbacks are removed by waiting (sleeping) for the calls in flight.
  */
@@ -127,12 +128,14 @@ static void fork_prepare(void)
 		pthread_mutex_lock(&t->drain_lock);
 		pthread_rwlock_wrlock(&t->structure);
 	}
+	memcg_callback_fork_prepare();
 }
 
 static void fork_parent(void)
 {
 	struct tally_memcg_tree *t;
 
+	memcg_callback_fork_parent();
 	tally_fork_for_each(t, &trees, struct tally_memcg_tree, fork_node) {
 		pthread_rwlock_unlock(&t->structure);
 		pthread_mutex_unlock(&t->drain_lock);
@@ -180,13 +183,12 @@ static void fork_child(void)
 			t->kill_running = 0;
 			t->killing = NULL;
 			t->killing_group = NULL;
-			t->killing_policy = NULL;
 		}
 		for (struct tally_memcg *g = t->all; g; g = g->next_all) {
 			STORE(&g->pressure, 0);
-			memcg_reclaim_fork_child(g);
 		}
 	}
+	memcg_callback_fork_child();
 	tally_mutex_reset(&trees.lock);
 }
 

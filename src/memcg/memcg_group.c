@@ -414,6 +414,7 @@ int tally_memcg_destroy(struct tally_memcg *g)
 {
 	struct tally_memcg_tree *t;
 	struct tally_memcg *parent;
+	struct memcg_cb_wait w;
 	int err = 0;
 
 	if (!g || !g->parent)
@@ -423,8 +424,8 @@ int tally_memcg_destroy(struct tally_memcg *g)
 	parent = g->parent;
 	pthread_mutex_lock(&t->oom_lock);
 	/*
-	 * Its tasks are about to be detached and its policy removed: not
-	 * while another thread's kill callback has a victim in it or is its.
+	 * Its tasks are about to be detached: not while another thread's
+	 * kill callback has a victim in it.
 	 */
 	memcg_wait_kill(t, g);
 	pthread_mutex_lock(&t->drain_lock);
@@ -433,7 +434,13 @@ int tally_memcg_destroy(struct tally_memcg *g)
 		err = -EINVAL;
 	else if (g->nr_children)
 		err = -EBUSY;
-	else	/* its name is free in the statistics tree from here on */
+	/*
+	 * Its callbacks first, the one step that can fail (-EDEADLK: a wait
+	 * for them could never end) with the group as it was.  The
+	 * statistics group then has no children, nor is it detached: its
+	 * name is free in the statistics tree from here on.
+	 */
+	else if (!(err = memcg_callback_close(g, &w)))
 		err = stats_group_detach(g->stats);
 	if (err)
 		goto out;
@@ -446,7 +453,7 @@ int tally_memcg_destroy(struct tally_memcg *g)
 	 */
 	__atomic_store_n(&g->dead, 1, __ATOMIC_SEQ_CST);
 	/* A kill that resolved to it before now fails (memcg_oom_kill()). */
-	g->oom = (struct memcg_oom){ TALLY_MEMCG_OOM_FAIL, 0, NULL, NULL };
+	g->oom = (struct memcg_oom){ TALLY_MEMCG_OOM_FAIL, 0 };
 	memcg_unprotect(g);
 	while (g->tasks)
 		memcg_unlink_task(g->tasks);
@@ -474,8 +481,8 @@ out:
 	if (!err) {
 		/* Its slots, once the installs that missed the flag ended. */
 		memcg_settle_dead(g);
-		/* Calls of its reclaim callback in flight end first. */
-		memcg_reclaim_remove(g);
+		/* Other threads' calls of its callbacks in flight end first. */
+		memcg_callback_wait(&w);
 		/*
 		 * Its stats in its ancestors' hierarchical values now, and
 		 * again once the updates in flight have landed.

@@ -14,15 +14,17 @@
  *                    settling a subtree (the refusal's wait for them)
  *   memcg_walk.c     lock-free walks of a subtree
  *   memcg_charge.c   charge, uncharge, the refusal's loop, limits
- *   memcg_reclaim.c  protection, reclaim callbacks, high
+ *   memcg_callback.c calling, setting and removing the user callbacks
+ *   memcg_reclaim.c  protection, reclaim, high
  *   memcg_oom.c      OOM policies, kills, tasks
  *   memcg.c          names, fork, stock mode, reads, stats, events fd
  *   memcg_render.c   memory.stat / memory.events / limits as text or JSON
  *   memcg_snapshot.c the exporter's rows (memcg_snapshot.h)
  *
  * Lock order: oom_lock (tasks, policies, the kill in progress), drain_lock
- * (drains, destroy), structure (create, destroy, find, attach).  No tally
- * lock is held while a user callback runs, so fork() never waits for one.
+ * (drains, destroy), structure (create, destroy, find, attach), then the
+ * callbacks' lock (memcg_callback.c, a leaf).  No tally lock is held while
+ * a user callback runs, so fork() never waits for one.
  */
 
 #include <pthread.h>
@@ -58,11 +60,42 @@
 #define MEMCG_MAGIC_LIVE 0x6d656d63u	/* "memc" */
 #define MEMCG_MAGIC_FREED 0xdeadc0deu
 
+/* A group's OOM policy but its kill callback (callbacks[MEMCG_CB_KILL]). */
 struct memcg_oom {
 	enum tally_memcg_oom_mode mode;
 	long timeout_ns;
-	tally_memcg_kill_fn kill;
+};
+
+enum memcg_cb_kind { MEMCG_CB_RECLAIM, MEMCG_CB_KILL, MEMCG_CB_KINDS };
+
+/* A group's callback of one kind, under the callbacks' lock. */
+struct memcg_callback {
+	void (*fn)(void);	/* the kind's type; NULL: none */
 	void *arg;
+	int closed;		/* its group is destroyed: none from now on */
+};
+
+struct memcg_caller;
+
+/* One call of a callback in flight, on its thread's stack. */
+struct memcg_cb_call {
+	void (*fn)(void);	/* what it calls, read when it began */
+	void *arg;
+	struct tally_memcg *g;
+	enum memcg_cb_kind kind;
+	unsigned long seq;	/* callbacks published before it began */
+	struct memcg_caller *caller;
+	struct memcg_cb_call *next, *prev;	/* every call in flight */
+	struct memcg_cb_call *outer;	/* the call its thread is inside */
+};
+
+/* A wait for the calls of callbacks published before it began. */
+struct memcg_cb_wait {
+	struct tally_memcg *g;
+	unsigned int kinds;	/* 1 << kind, for each kind waited for */
+	unsigned long seq;
+	bool others_only;	/* not the waiting thread's own calls */
+	struct memcg_caller *caller;
 };
 
 struct tally_memcg {
@@ -98,10 +131,7 @@ struct tally_memcg {
 	long events_local[TALLY_MEMCG_NR_EVENTS];
 	long refs;			/* tree's while live + handles + children */
 	int evfd;
-	tally_memcg_reclaim_fn reclaim;
-	void *reclaim_arg;
-	int reclaim_calls;		/* reclaim callbacks running */
-	int reclaim_setting;		/* a setter's turn */
+	struct memcg_callback callbacks[MEMCG_CB_KINDS];
 	struct memcg_oom oom;		/* under oom_lock */
 	struct tally_memcg_task *tasks;	/* under oom_lock + structure */
 	struct name_node node;		/* name, in the tree's table */
@@ -132,7 +162,6 @@ struct tally_memcg_tree {
 	pthread_cond_t kill_done;	/* with oom_lock: a kill ended */
 	struct tally_memcg_task *killing;	/* under oom_lock */
 	struct tally_memcg *killing_group;	/* the victim's, under oom_lock */
-	struct tally_memcg *killing_policy;	/* whose kill fn runs */
 	int kill_running;		/* under oom_lock */
 	pthread_t killer;
 	pthread_mutex_t oom_lock;
@@ -222,9 +251,37 @@ void memcg_walk_calling(struct tally_memcg *h,
 void memcg_protection(struct tally_memcg *root, struct tally_memcg *g,
 		      long *emin, long *elow);
 long memcg_reclaim(struct tally_memcg *h, long want);
-void memcg_reclaim_fork_child(struct tally_memcg *g);
-void memcg_reclaim_remove(struct tally_memcg *g);
 int memcg_note_high(struct tally_memcg *g);
+
+/* memcg_callback.c */
+/*
+ * Begin a call of @g's callback of @kind: false when there is none, else
+ * @c->fn and @c->arg are what to call; memcg_callback_leave() after it.
+ */
+bool memcg_callback_enter(struct tally_memcg *g, enum memcg_cb_kind kind,
+			  struct memcg_cb_call *c);
+void memcg_callback_leave(struct memcg_cb_call *c);
+/*
+ * Replace @g's callback of @kind by (@fn, @arg), then memcg_callback_wait()
+ * for the calls of the old one: -EINVAL (destroyed group) or -EDEADLK
+ * (that wait could never end), nothing changed and nothing to wait for.
+ */
+int memcg_callback_publish(struct tally_memcg *g, enum memcg_cb_kind kind,
+			   void (*fn)(void), void *arg,
+			   struct memcg_cb_wait *w);
+/*
+ * Destroy's: remove every callback of @g for good, then
+ * memcg_callback_wait() for the calls of other threads; -EDEADLK as
+ * above.
+ */
+int memcg_callback_close(struct tally_memcg *g, struct memcg_cb_wait *w);
+/* Sleep until no call that @w waits for runs. */
+void memcg_callback_wait(struct memcg_cb_wait *w);
+/* Whether @g has a callback of @kind (a racy peek). */
+bool memcg_callback_present(const struct tally_memcg *g, enum memcg_cb_kind kind);
+void memcg_callback_fork_prepare(void);
+void memcg_callback_fork_parent(void);
+void memcg_callback_fork_child(void);
 
 /* memcg_oom.c */
 int memcg_oom_kill(struct tally_memcg *h, struct memcg_oom *pol);

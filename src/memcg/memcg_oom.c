@@ -9,6 +9,10 @@
  * The victim is read only under oom_lock while it is attached: its detach
  * (by the callback, or by another thread, which waits for the callback)
  * clears killing, and destroy waits on the victim's group, recorded apart.
+ * The kill callback itself is called, replaced and removed by
+ * memcg_callback.c, as the reclaim callbacks are; the rest of a policy
+ * (mode, timeout) changes with it under oom_lock, so a kill policy always
+ * has its callback.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -78,6 +82,7 @@ int memcg_oom_kill(struct tally_memcg *h, struct memcg_oom *pol)
 	struct tally_oom_result res;
 	struct collect c = { t, 0 };
 	struct tally_memcg_task *victim = NULL;
+	struct memcg_cb_call call;
 
 	(void)tally_inject(TALLY_INJECT_MEMCG_BEFORE_KILL);
 	pthread_mutex_lock(&t->oom_lock);
@@ -100,25 +105,29 @@ int memcg_oom_kill(struct tally_memcg *h, struct memcg_oom *pol)
 	pthread_rwlock_unlock(&t->structure);
 	opts.total = LOAD(&h->max) == TALLY_MEMCG_UNLIMITED ?
 			0 : (unsigned long)LOAD(&h->max);
-	if (c.nr && !tally_oom_select(t->cands, c.nr, &opts, &res))
+	/*
+	 * The callback read now, with the policy: one that a setter replaced
+	 * is never called after the setter returned.
+	 */
+	if (c.nr && !tally_oom_select(t->cands, c.nr, &opts, &res) &&
+	    memcg_callback_enter(h, MEMCG_CB_KILL, &call))
 		victim = t->cand_tasks[res.index];
 	if (victim) {
 		t->kill_running = 1;
 		t->killing = victim;
 		t->killing_group = victim->group_;
-		t->killing_policy = h;
 		t->killer = pthread_self();
 		memcg_event(victim->group_, TALLY_MEMCG_EVENT_OOM_KILL);
 	}
 	pthread_mutex_unlock(&t->oom_lock);
 	if (!victim)
 		return MEMCG_NO_VICTIM;
-	pol->kill(h, victim, pol->arg);
+	((tally_memcg_kill_fn)call.fn)(h, victim, call.arg);
+	memcg_callback_leave(&call);
 	pthread_mutex_lock(&t->oom_lock);
 	t->kill_running = 0;
 	t->killing = NULL;
 	t->killing_group = NULL;
-	t->killing_policy = NULL;
 	pthread_cond_broadcast(&t->kill_done);
 	pthread_mutex_unlock(&t->oom_lock);
 	return MEMCG_KILLED;
@@ -131,12 +140,11 @@ static bool killed_by_another(const struct tally_memcg_tree *t)
 
 /*
  * Caller holds oom_lock: wait until no other thread's kill callback has a
- * victim in @g or is @g's policy's (its victim may be detached already).
+ * victim in @g.
  */
 void memcg_wait_kill(struct tally_memcg_tree *t, struct tally_memcg *g)
 {
-	while (killed_by_another(t) &&
-	       (t->killing_group == g || t->killing_policy == g))
+	while (killed_by_another(t) && t->killing_group == g)
 		pthread_cond_wait(&t->kill_done, &t->oom_lock);
 }
 
@@ -157,11 +165,14 @@ struct tally_memcg *memcg_wait_for_room(struct tally_memcg *g, long n,
 int tally_memcg_set_oom_policy(struct tally_memcg *g,
 			       const struct tally_memcg_oom_policy *policy)
 {
-	struct memcg_oom pol = { TALLY_MEMCG_OOM_FAIL, 0, NULL, NULL };
-
+	struct memcg_oom pol = { TALLY_MEMCG_OOM_FAIL, 0 };
+	tally_memcg_kill_fn kill = NULL;
+	void *arg = NULL;
+	struct memcg_cb_wait w;
 	struct tally_memcg_tree *t;
+	int err;
 
-	if (!g || LOAD(&g->dead))
+	if (!g)
 		return -EINVAL;
 	memcg_check_handle(g);
 	t = g->tree;
@@ -171,21 +182,21 @@ int tally_memcg_set_oom_policy(struct tally_memcg *g,
 		    policy->timeout_ns > MAX_OOM_TIMEOUT_NS ||
 		    (policy->mode == TALLY_MEMCG_OOM_KILL && !policy->kill))
 			return -EINVAL;
-		pol = (struct memcg_oom){ policy->mode, policy->timeout_ns,
-					  policy->kill, policy->arg };
+		pol = (struct memcg_oom){ policy->mode, policy->timeout_ns };
+		if (policy->mode == TALLY_MEMCG_OOM_KILL) {
+			kill = policy->kill;
+			arg = policy->arg;
+		}
 	}
 	pthread_mutex_lock(&t->oom_lock);
-	/* The old kill callback must not be running when this returns. */
-	if (t->kill_running && t->killing_policy == g &&
-	    pthread_equal(t->killer, pthread_self())) {
-		pthread_mutex_unlock(&t->oom_lock);
-		return -EDEADLK;
-	}
-	while (t->kill_running && t->killing_policy == g)
-		pthread_cond_wait(&t->kill_done, &t->oom_lock);
-	g->oom = pol;
+	err = memcg_callback_publish(g, MEMCG_CB_KILL, (void (*)(void))kill,
+				     arg, &w);
+	if (!err)
+		g->oom = pol;
 	pthread_mutex_unlock(&t->oom_lock);
-	return 0;
+	if (!err)
+		memcg_callback_wait(&w);
+	return err;
 }
 
 int tally_memcg_task_attach(struct tally_memcg *g,

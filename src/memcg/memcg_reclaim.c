@@ -9,13 +9,8 @@
  * lowered, and when the caller asks (tally_memcg_reclaim_high()); never
  * inside a charge that merely went above high.
  *
- * Callbacks: a call counts itself in the group's reclaim_calls before it
- * loads the callback and its argument; a setter stores NULL, waits
- * (sleeping) until no call is counted, then stores the argument and the
- * callback, so a call sees an old or a new pair, never a torn one, and
- * no call of the old callback runs once the setter returns.  Setters of
- * one group take turns (reclaim_setting).  A callback that sets its own
- * group's callback would wait for itself: -EDEADLK.
+ * The callbacks are called, set and removed by memcg_callback.c, as the
+ * kill callbacks are.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -95,49 +90,17 @@ struct reclaim_pass {
 	int below_low;		/* second pass: dip under low, not min */
 };
 
-/* The reclaim callbacks this thread is running, innermost first. */
-struct reclaim_frame {
-	struct tally_memcg *g;
-	struct reclaim_frame *outer;
-};
-
-static __thread struct reclaim_frame *calling;
-
-static bool calling_back(const struct tally_memcg *g)
-{
-	for (struct reclaim_frame *f = calling; f; f = f->outer)
-		if (f->g == g)
-			return true;
-	return false;
-}
-
 static long call_reclaim(struct tally_memcg *g, long ask)
 {
-	struct reclaim_frame frame = { g, calling };
-	tally_memcg_reclaim_fn fn;
-	long freed = 0;
+	struct memcg_cb_call call;
+	long freed;
 
-	__atomic_add_fetch(&g->reclaim_calls, 1, __ATOMIC_SEQ_CST);
-	fn = __atomic_load_n(&g->reclaim, __ATOMIC_SEQ_CST);
-	if (fn) {
-		(void)tally_inject(TALLY_INJECT_MEMCG_BEFORE_CALLBACK);
-		calling = &frame;
-		freed = fn(g, ask, __atomic_load_n(&g->reclaim_arg,
-						    __ATOMIC_SEQ_CST));
-		calling = frame.outer;
-	}
-	__atomic_sub_fetch(&g->reclaim_calls, 1, __ATOMIC_RELEASE);
+	if (!memcg_callback_enter(g, MEMCG_CB_RECLAIM, &call))
+		return 0;
+	(void)tally_inject(TALLY_INJECT_MEMCG_BEFORE_CALLBACK);
+	freed = ((tally_memcg_reclaim_fn)call.fn)(g, ask, call.arg);
+	memcg_callback_leave(&call);
 	return freed;
-}
-
-void memcg_reclaim_fork_child(struct tally_memcg *g)
-{
-	int mine = 0;
-
-	for (struct reclaim_frame *f = calling; f; f = f->outer)
-		mine += f->g == g;
-	g->reclaim_calls = mine;
-	g->reclaim_setting = 0;
 }
 
 static long local_usage(struct tally_memcg *g)
@@ -158,10 +121,10 @@ static long local_usage(struct tally_memcg *g)
 static bool reclaim_wants(struct tally_memcg *g, void *arg)
 {
 	struct reclaim_pass *p = arg;
-	tally_memcg_reclaim_fn fn = ACQUIRE(&g->reclaim);
 	long emin, elow, usage, floor, ask;
 
-	if (p->want <= 0 || !fn || LOAD(&g->dead))
+	if (p->want <= 0 || !memcg_callback_present(g, MEMCG_CB_RECLAIM) ||
+	    LOAD(&g->dead))
 		return false;
 	usage = LOAD(&g->usage);
 	memcg_protection(p->root, g, &emin, &elow);
@@ -297,70 +260,20 @@ int tally_memcg_high_delay(struct tally_memcg *g, long bytes,
 }
 
 
-/* Sleep until *@word reads @value (callbacks may run long). */
-static void wait_until(int *word, int value)
-{
-	long nap = 1000;
-
-	while (__atomic_load_n(word, __ATOMIC_SEQ_CST) != value) {
-		backoff_sleep_ns(nap);
-		nap = nap * 2 > 1000000 ? 1000000 : nap * 2;
-	}
-}
-
-/*
- * Take @g's setter turn, replace its callback by (@fn, @arg) once no call
- * of the old one but this thread's own (@mine) runs.  -EINVAL, nothing
- * changed, for a destroyed group unless @removal (destroy itself).
- */
-static int replace_reclaim(struct tally_memcg *g, tally_memcg_reclaim_fn fn,
-			   void *arg, int mine, bool removal)
-{
-	int free_turn = 0;
-
-	for (long nap = 1000;
-	     !__atomic_compare_exchange_n(&g->reclaim_setting, &free_turn, 1,
-					  false, __ATOMIC_ACQUIRE,
-					  __ATOMIC_RELAXED);
-	     free_turn = 0) {
-		backoff_sleep_ns(nap);
-		nap = nap * 2 > 1000000 ? 1000000 : nap * 2;
-	}
-	/* Destroy marks the group dead before it takes its turn. */
-	if (!removal && __atomic_load_n(&g->dead, __ATOMIC_SEQ_CST)) {
-		__atomic_store_n(&g->reclaim_setting, 0, __ATOMIC_RELEASE);
-		return -EINVAL;
-	}
-	__atomic_store_n(&g->reclaim, NULL, __ATOMIC_SEQ_CST);
-	wait_until(&g->reclaim_calls, mine);
-	__atomic_store_n(&g->reclaim_arg, arg, __ATOMIC_SEQ_CST);
-	__atomic_store_n(&g->reclaim, fn, __ATOMIC_SEQ_CST);
-	__atomic_store_n(&g->reclaim_setting, 0, __ATOMIC_RELEASE);
-	return 0;
-}
-
 int tally_memcg_set_reclaim(struct tally_memcg *g, tally_memcg_reclaim_fn fn,
 			    void *arg)
 {
-	if (!g || LOAD(&g->dead))
+	struct memcg_cb_wait w;
+	int err;
+
+	if (!g)
 		return -EINVAL;
 	memcg_check_handle(g);
-	if (calling_back(g))
-		return -EDEADLK;
-	return replace_reclaim(g, fn, arg, 0, false);
-}
-
-/*
- * Destroy's removal of @g's callback: returns once no call of it runs but
- * this thread's own (a callback may destroy its own group).
- */
-void memcg_reclaim_remove(struct tally_memcg *g)
-{
-	int mine = 0;
-
-	for (struct reclaim_frame *f = calling; f; f = f->outer)
-		mine += f->g == g;
-	replace_reclaim(g, NULL, NULL, mine, true);
+	err = memcg_callback_publish(g, MEMCG_CB_RECLAIM, (void (*)(void))fn,
+				     arg, &w);
+	if (!err)
+		memcg_callback_wait(&w);
+	return err;
 }
 
 int tally_memcg_protection(struct tally_memcg *g, long *emin, long *elow)

@@ -22,7 +22,8 @@
  * layers are whole again before a higher layer's child repair, which may
  * use them).  Why each rank sits where it does:
  *
- *  MEMCG    memory-group trees: oom_lock, drain_lock, structure.  A
+ *  MEMCG    memory-group trees: oom_lock, drain_lock, structure, then
+ *           the callbacks' lock (one for all trees, a leaf).  A
  *           group's creation holds structure while it creates the
  *           group's statistics group (stats topo_lock) and its counters;
  *           its free retires through the grace periods.

@@ -683,13 +683,7 @@ int tally_http_stop(struct tally_http *h)
 		return 0;
 	}
 	quiesced = MHD_quiesce_daemon(h->daemon);
-	clock_gettime(CLOCK_MONOTONIC, &deadline);
-	deadline.tv_sec += h->stop_timeout_ms / 1000;
-	deadline.tv_nsec += (long)(h->stop_timeout_ms % 1000) * 1000000;
-	if (deadline.tv_nsec >= 1000000000) {
-		deadline.tv_sec++;
-		deadline.tv_nsec -= 1000000000;
-	}
+	deadline_from_now(&deadline, h->stop_timeout_ms);
 	pthread_mutex_lock(&h->lock);
 	while (h->in_flight && err != ETIMEDOUT)
 		err = pthread_cond_timedwait(&h->idle, &h->lock, &deadline);

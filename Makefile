@@ -43,6 +43,10 @@ LIBS := -lm
 HAVE_MHD := $(shell printf '\043include <microhttpd.h>\n' | \
 	$(CC) -E -x c - >/dev/null 2>&1 && echo yes)
 HTTP ?= $(if $(HAVE_MHD),yes,no)
+ifeq ($(HTTP)$(HAVE_MHD)$(origin HTTP),nofile)
+$(info make: skipping the HTTP endpoint (libtally_http): no <microhttpd.h>; \
+install Debian's libmicrohttpd-dev to build it, or set HTTP=no)
+endif
 HTTP_LIBS := -lmicrohttpd
 HTTP_SRC := $(wildcard src/http/*.c)
 HTTP_OBJ := $(HTTP_SRC:%.c=$(BUILD)/obj/%.o)
@@ -69,6 +73,11 @@ LIB_SRC := $(filter-out src/http/% src/jemalloc/%,$(wildcard src/*/*.c))
 HAVE_JEMALLOC := $(shell printf '\043include <jemalloc/jemalloc.h>\n' | \
 	$(CC) -E -x c - >/dev/null 2>&1 && echo yes)
 JEMALLOC ?= $(if $(HAVE_JEMALLOC),yes,no)
+ifeq ($(JEMALLOC)$(HAVE_JEMALLOC)$(origin JEMALLOC),nofile)
+$(info make: skipping the jemalloc integration (libtally_jemalloc, \
+tally run): no <jemalloc/jemalloc.h>; install Debian's libjemalloc-dev \
+to build it, or set JEMALLOC=no)
+endif
 JE_HEADERS := include/tally/jemalloc.h
 JE_OBJ := $(BUILD)/obj/src/jemalloc/tally_jemalloc.o \
 	$(BUILD)/obj/src/jemalloc/tally_jemalloc_hooks.o
@@ -77,8 +86,10 @@ JE_LIBS := -ljemalloc
 JE_TEST_SRC := $(wildcard tests/jemalloc/*.c)
 JE_TEST_BIN := $(JE_TEST_SRC:tests/jemalloc/%.c=$(BUILD)/tests/%)
 # Plain programs (no tally inside) that scripts/check-run.sh runs under
-# `tally run`; the static one is refused.
-RUN_PROBES := $(BUILD)/tests/run/run_probe $(BUILD)/tests/run/run_probe_static
+# `tally run`; the static one is refused, the unpreload one drops the
+# preload before it can report (and is killed).
+RUN_PROBES := $(BUILD)/tests/run/run_probe $(BUILD)/tests/run/run_probe_static \
+	$(BUILD)/tests/run/run_probe_unpreload
 ifeq ($(JEMALLOC),yes)
 JE_FILES := jemalloc
 else
@@ -259,6 +270,10 @@ $(BUILD)/tests/run/run_probe: tests/run/run_probe.c Makefile
 $(BUILD)/tests/run/run_probe_static: tests/run/run_probe.c Makefile
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 $(OPT) $(WARN) -static -o $@ $< -pthread
+
+$(BUILD)/tests/run/run_probe_unpreload: tests/run/run_probe.c Makefile
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 $(OPT) $(WARN) -DRUN_PROBE_UNPRELOAD -o $@ $< -pthread
 
 $(BUILD)/tally: $(CLI_OBJ) $(BENCH_OBJ) $(TOOL_OBJ) $(LIB_INTERNAL)
 	$(CC) -o $@ $(CLI_OBJ) $(BENCH_OBJ) $(TOOL_OBJ) $(LIB_INTERNAL) \

@@ -3,17 +3,30 @@
  * run.c - `tally run`: run a program with every allocation of its process
  * charged to one memory group, under the limits of the command line.
  *
- * The program is executed directly (execvp(), never through a shell) in a
- * child whose environment preloads jemalloc and libtally_run.so
- * (src/jemalloc/run_preload.c), which installs the accounting before the
- * program's main() and tells this process through a pipe that it did.
- * This process waits, forwarding SIGINT, SIGTERM, SIGHUP and SIGQUIT,
- * and exits with the program's status.
+ * The program is found in PATH as execvp() would, then checked down its
+ * #! chain (the kernel runs a script's interpreter): what it ends in must
+ * be an x86-64 ELF that the dynamic loader starts, outside secure mode,
+ * or the preload would never run.  It is executed directly (execve() of
+ * that path, never through a shell: a file neither ELF nor #! is an
+ * error) in a child whose environment preloads jemalloc and
+ * libtally_run.so (src/jemalloc/run_preload.c), which installs the
+ * accounting before the program's main() and tells this process through
+ * a pipe that it did.
+ *
+ * Invariant: no program runs unaccounted for longer than HANDSHAKE_MS.
+ * A close-on-exec pipe confirms the exec (or carries its errno); from
+ * then the preload has HANDSHAKE_MS to report, or the program is killed.
+ * The deadline, not the pipe's end of file, bounds the wait: a program
+ * the preload never ran in holds the handshake pipe's write end.
+ * This process then waits, forwarding SIGINT, SIGTERM, SIGHUP and
+ * SIGQUIT, and exits with the program's status.
  */
+#define _GNU_SOURCE	/* pipe2, environ */
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -23,6 +36,7 @@
 #include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <sys/xattr.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <tally/memcg.h>
@@ -34,6 +48,12 @@
 #define RUN_EXIT_FAILED 125	/* tally itself failed */
 #define RUN_EXIT_CANNOT 126	/* the program cannot be run */
 #define RUN_EXIT_MISSING 127	/* the program was not found */
+
+/*
+ * How long the preload has, from the exec, to report: it runs before the
+ * program's main(), once the loader has loaded the libraries.
+ */
+#define HANDSHAKE_MS 5000
 
 #ifndef TALLY_LIBDIR
 #define TALLY_LIBDIR "/usr/local/lib"
@@ -77,14 +97,19 @@ static void run_usage(FILE *f)
 "accounted with the same limits in their own process; a forked child starts\n"
 "with its copy of the parent's usage.  Only the process tally run started\n"
 "writes the metrics file.  Statically linked programs cannot be run (the\n"
-"preload needs the dynamic loader), nor set-user-ID or set-group-ID ones\n"
-"(the loader ignores the preload for them).\n"
+"preload needs the dynamic loader), nor 32-bit ones, nor set-user-ID or\n"
+"set-group-ID ones (the loader ignores the preload for them); a #! script\n"
+"is judged by the program its chain of interpreters ends in.  A program\n"
+"whose preload has not reported %d s after its start (it was not loaded,\n"
+"or the program dropped it) is killed.\n"
 "\n"
 "Exit status: the program's, or 128+N when signal N killed it; %d bad\n"
 "command line (unparseable size or interval, no program); %d tally failed\n"
 "(the preload library or jemalloc missing, the accounting could not be\n"
-"installed); %d the program cannot be run (not executable, statically\n"
-"linked, set-user-ID); %d the program was not found.\n",
+"installed or did not report); %d the program cannot be run (not\n"
+"executable, neither ELF nor #!, statically linked, 32-bit,\n"
+"set-user-ID); %d the program was not found.\n",
+		HANDSHAKE_MS / 1000,
 		CLI_EXIT_USAGE, RUN_EXIT_FAILED, RUN_EXIT_CANNOT,
 		RUN_EXIT_MISSING);
 }
@@ -197,40 +222,77 @@ static int resolve(const char *prog, char *buf, size_t len)
 	return err;
 }
 
+/* What the kernel would load for a file, as far as the checks care. */
+enum exe_kind {
+	EXE_OTHER,	/* not ELF nor #!: execve() judges it (ENOEXEC) */
+	EXE_SCRIPT,	/* #!: its interpreter is executed in its place */
+	EXE_DYNAMIC,	/* an x86-64 ELF with a program interpreter */
+	EXE_STATIC,	/* an x86-64 ELF without: no loader, no preload */
+	EXE_FOREIGN,	/* an ELF of another class or machine (32-bit...) */
+};
+
+/* The kernel reads this much of a #! line (BINPRM_BUF_SIZE). */
+#define SHEBANG_MAX 256
+
 /*
- * 1 when @file is an ELF executable without a program interpreter (a
- * statically linked program: the dynamic loader never runs, so nothing
- * is preloaded), 0 otherwise (dynamically linked, a script, or anything
- * execve() will judge itself).
+ * What @file is; for a #! script its interpreter's path in @interp (the
+ * first word of the line, as the kernel takes it; relative to the
+ * current directory as for the kernel).  A file that cannot be read is
+ * EXE_OTHER: execve() reports its error.
  */
-static int is_static_elf(const char *file)
+static enum exe_kind exe_kind(const char *file, char *interp, size_t len)
 {
+	union {
+		Elf64_Ehdr eh;
+		char line[SHEBANG_MAX + 1];
+	} buf;
+	enum exe_kind kind = EXE_OTHER;
 	int fd = open(file, O_RDONLY | O_CLOEXEC);
-	Elf64_Ehdr eh;
-	int ret = 0;
+	ssize_t n;
 
 	if (fd < 0)
-		return 0;
-	if (pread(fd, &eh, sizeof(eh), 0) == (ssize_t)sizeof(eh) &&
-	    !memcmp(eh.e_ident, ELFMAG, SELFMAG) &&
-	    eh.e_ident[EI_CLASS] == ELFCLASS64 &&
-	    eh.e_phentsize == sizeof(Elf64_Phdr) && eh.e_phnum > 0 &&
-	    (eh.e_type == ET_EXEC || eh.e_type == ET_DYN)) {
-		bool interp = false;
+		return EXE_OTHER;
+	memset(&buf, 0, sizeof(buf));
+	n = pread(fd, &buf, sizeof(buf) - 1, 0);
+	if (n >= 2 && buf.line[0] == '#' && buf.line[1] == '!') {
+		char *p = buf.line + 2;
+		size_t w;
 
-		for (unsigned int i = 0; i < eh.e_phnum && !interp; i++) {
-			Elf64_Phdr ph;
-
-			if (pread(fd, &ph, sizeof(ph), (off_t)(eh.e_phoff +
-				  (Elf64_Off)i * sizeof(ph))) !=
-			    (ssize_t)sizeof(ph))
-				break;
-			interp = ph.p_type == PT_INTERP;
+		p += strspn(p, " \t");
+		w = strcspn(p, " \t\n");
+		if (w && w < len) {
+			memcpy(interp, p, w);
+			interp[w] = 0;
+			kind = EXE_SCRIPT;
 		}
-		ret = !interp;
+	} else if (n >= (ssize_t)EI_NIDENT &&
+		   !memcmp(buf.eh.e_ident, ELFMAG, SELFMAG)) {
+		Elf64_Ehdr *eh = &buf.eh;
+
+		kind = EXE_FOREIGN;
+		if (eh->e_ident[EI_CLASS] == ELFCLASS64 &&
+		    eh->e_ident[EI_DATA] == ELFDATA2LSB &&
+		    n >= (ssize_t)sizeof(*eh) && eh->e_machine == EM_X86_64)
+			kind = EXE_DYNAMIC;
+		/* The kernel loads the first PT_INTERP it meets. */
+		if (kind == EXE_DYNAMIC && eh->e_phentsize == sizeof(Elf64_Phdr)) {
+			kind = EXE_STATIC;
+			for (unsigned int i = 0; i < eh->e_phnum; i++) {
+				Elf64_Phdr ph;
+
+				if (pread(fd, &ph, sizeof(ph), (off_t)(eh->e_phoff +
+					  (Elf64_Off)i * sizeof(ph))) !=
+				    (ssize_t)sizeof(ph))
+					break;
+				if (ph.p_type == PT_INTERP) {
+					kind = EXE_DYNAMIC;
+					break;
+				}
+			}
+		}
 	}
 	close(fd);
-	return ret;
+	return kind;
 }
 
 /*
@@ -252,16 +314,74 @@ static bool is_secure_exec(const char *file)
 		getxattr(file, "security.capability", NULL, 0) > 0);
 }
 
-/* The preload library: $TALLY_RUN_PRELOAD, beside the tool, installed. */
-static bool find_preload(char *buf, size_t len)
+/*
+ * The kernel executes a #! script's interpreter, which may be a script
+ * too: up to five scripts, then ELOOP.
+ */
+#define SCRIPT_DEPTH_MAX 5
+
+/*
+ * Whether @prog can run accounted: the program the kernel would load
+ * for it, down its #! chain, must be an x86-64 ELF that the dynamic
+ * loader starts, without secure mode.  0, or RUN_EXIT_CANNOT after
+ * saying why.  What is not ELF nor #! is left to execve().
+ */
+static int check_program(const char *prog)
+{
+	char path[2][PATH_MAX];
+	const char *file = prog;
+	enum exe_kind kind;
+	int depth = 0;
+
+	while ((kind = exe_kind(file, path[depth % 2], PATH_MAX)) ==
+	       EXE_SCRIPT) {
+		if (depth++ == SCRIPT_DEPTH_MAX) {
+			fprintf(stderr, "tally: run: %s: more than %d levels "
+				"of #! interpreters (the kernel refuses it)\n",
+				prog, SCRIPT_DEPTH_MAX);
+			return RUN_EXIT_CANNOT;
+		}
+		file = path[(depth - 1) % 2];
+	}
+	if (kind == EXE_STATIC) {
+		fprintf(stderr, "tally: run: %s is statically linked%s%s%s: "
+			"its allocations cannot be accounted (the preload "
+			"needs the dynamic loader)\n", file,
+			depth ? " (the #! interpreter of " : "",
+			depth ? prog : "", depth ? ")" : "");
+		return RUN_EXIT_CANNOT;
+	}
+	if (kind == EXE_FOREIGN) {
+		fprintf(stderr, "tally: run: %s is not an x86-64 program "
+			"(32-bit, or another machine's): the loader would "
+			"ignore the preload\n", file);
+		return RUN_EXIT_CANNOT;
+	}
+	if (kind == EXE_DYNAMIC && is_secure_exec(file)) {
+		fprintf(stderr, "tally: run: %s is set-user-ID, set-group-ID "
+			"or has file capabilities: the loader would run it "
+			"without the preload (LD_PRELOAD is ignored in secure "
+			"mode)\n", file);
+		return RUN_EXIT_CANNOT;
+	}
+	return 0;
+}
+
+/*
+ * The preload library into @buf: $TALLY_RUN_PRELOAD, else beside the
+ * tool (the build tree), else installed.  0, or an errno: then @buf holds
+ * $TALLY_RUN_PRELOAD when it was set, "" otherwise.
+ */
+static int find_preload(char *buf, size_t len)
 {
 	const char *env = getenv("TALLY_RUN_PRELOAD");
 	char exe[PATH_MAX];
 	ssize_t n;
 
 	if (env && *env) {
-		snprintf(buf, len, "%s", env);
-		return !access(buf, R_OK);
+		if (snprintf(buf, len, "%s", env) >= (int)len)
+			return ENAMETOOLONG;
+		return access(buf, R_OK) ? errno : 0;
 	}
 	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
 	if (n > 0) {
@@ -272,11 +392,14 @@ static bool find_preload(char *buf, size_t len)
 			*slash = 0;
 			if (snprintf(buf, len, "%s/%s", exe, PRELOAD_SO) <
 			    (int)len && !access(buf, R_OK))
-				return true;
+				return 0;
 		}
 	}
-	snprintf(buf, len, "%s/tally/%s", TALLY_LIBDIR, PRELOAD_SO);
-	return !access(buf, R_OK);
+	if (snprintf(buf, len, "%s/tally/%s", TALLY_LIBDIR, PRELOAD_SO) <
+	    (int)len && !access(buf, R_OK))
+		return 0;
+	buf[0] = 0;
+	return ENOENT;
 }
 
 static volatile sig_atomic_t child_pid;
@@ -295,15 +418,21 @@ static bool setenv_long(const char *name, long v)
 	return !setenv(name, s, 1);
 }
 
-/* In the child: the environment of the program, then exec. */
-static void exec_child(char **argv, const char *preload, long max, long high,
-		       const char *metrics, long interval_ms, int fd)
+/*
+ * In the child: the environment of the program, then execve() of @prog,
+ * the file resolve() found (never a shell: ENOEXEC is an error).  @fd is
+ * the handshake pipe the preload writes to (inherited); on failure the
+ * errno goes to @exec_fd (close-on-exec: it closes on success).
+ */
+static void exec_child(const char *prog, char **argv, const char *preload,
+		       long max, long high, const char *metrics,
+		       long interval_ms, int fd, int exec_fd)
 {
 	const char *old = getenv("LD_PRELOAD");
 	const char *conf = getenv("MALLOC_CONF");
 	size_t n = strlen(preload) + (old ? strlen(old) : 0) + 64;
 	char *ld = malloc(n), *mc;
-	unsigned char err;
+	int err;
 
 	/* jemalloc's huge arena would be created without the hooks. */
 	mc = malloc((conf ? strlen(conf) : 0) + 32);
@@ -328,16 +457,113 @@ static void exec_child(char **argv, const char *preload, long max, long high,
 	    (metrics && (setenv("TALLY_RUN_METRICS", metrics, 1) ||
 			 !setenv_long("TALLY_RUN_INTERVAL_MS", interval_ms))))
 		goto fail;
-	execvp(argv[0], argv);
-	fprintf(stderr, "tally: run: %s: %s\n", argv[0], strerror(errno));
-	err = errno == ENOENT ? 'n' : 'x';
-	if (write(fd, &err, 1) < 0)
+	execve(prog, argv, environ);
+	err = errno;
+	if (write(exec_fd, &err, sizeof(err)) < 0)
 		_exit(RUN_EXIT_FAILED);
-	_exit(errno == ENOENT ? RUN_EXIT_MISSING : RUN_EXIT_CANNOT);
+	_exit(RUN_EXIT_CANNOT);
 fail:
 	fprintf(stderr, "tally: run: cannot set the environment: %s\n",
 		strerror(errno));
+	err = -1;
+	if (write(exec_fd, &err, sizeof(err)) < 0)
+		_exit(RUN_EXIT_FAILED);
 	_exit(RUN_EXIT_FAILED);
+}
+
+/*
+ * Fork the child that executes @prog (exec_child()).  Its pid, or -1
+ * after saying why; *@exec_fd reads exec_result(), *@hs_fd the
+ * preload's handshake.
+ */
+static pid_t start(const char *prog, char **argv, const char *preload,
+		   const struct run_args *a, int *exec_fd, int *hs_fd)
+{
+	int xp[2], hp[2];
+	pid_t pid;
+
+	if (pipe2(xp, O_CLOEXEC)) {
+		fprintf(stderr, "tally: run: pipe: %s\n", strerror(errno));
+		return -1;
+	}
+	/* The handshake's write end stays open across exec. */
+	if (pipe(hp)) {
+		fprintf(stderr, "tally: run: pipe: %s\n", strerror(errno));
+		close(xp[0]);
+		close(xp[1]);
+		return -1;
+	}
+	fcntl(hp[0], F_SETFD, FD_CLOEXEC);
+	pid = fork();
+	if (pid == 0) {
+		close(xp[0]);
+		close(hp[0]);
+		exec_child(prog, argv, preload, a->max, a->high, a->metrics,
+			   a->interval_ms, hp[1], xp[1]);
+	}
+	close(xp[1]);
+	close(hp[1]);
+	if (pid < 0) {
+		fprintf(stderr, "tally: run: fork: %s\n", strerror(errno));
+		close(xp[0]);
+		close(hp[0]);
+		return -1;
+	}
+	*exec_fd = xp[0];
+	*hs_fd = hp[0];
+	return pid;
+}
+
+/*
+ * What became of the child's execve(), from @fd (closed): 0 when it
+ * succeeded (the close-on-exec pipe closed without a word), its errno
+ * when it failed, -1 when the child failed before (and said why).
+ */
+static int exec_result(int fd)
+{
+	int err = 0;
+	ssize_t n;
+
+	do
+		n = read(fd, &err, sizeof(err));
+	while (n < 0 && errno == EINTR);
+	close(fd);
+	return n == (ssize_t)sizeof(err) ? err : 0;
+}
+
+/*
+ * Whether the preload reported on @fd within HANDSHAKE_MS of the exec:
+ * '+' installed, or '-' failed (it then exits 125 by itself).  Nothing
+ * (the pipe closed, or the time ran out) means the program runs without
+ * it.  The program holds the pipe's write end when the preload never
+ * ran: only the deadline ends the wait then.
+ */
+static bool handshake(int fd)
+{
+	struct timespec now, end;
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	char c;
+	int ret;
+
+	clock_gettime(CLOCK_MONOTONIC, &end);
+	end.tv_sec += HANDSHAKE_MS / 1000;
+	for (;;) {
+		long ms;
+
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		ms = (end.tv_sec - now.tv_sec) * 1000 +
+		     (end.tv_nsec - now.tv_nsec) / 1000000;
+		if (ms <= 0)
+			return false;
+		ret = poll(&p, 1, (int)ms);
+		if (ret > 0)
+			break;
+		if (ret < 0 && errno != EINTR)
+			return false;
+	}
+	while ((ret = (int)read(fd, &c, 1)) < 0 && errno == EINTR)
+		;
+	return ret == 1;
 }
 
 int tally_cmd_run(int argc, char **argv)
@@ -357,7 +583,8 @@ int tally_cmd_run(int argc, char **argv)
 	struct run_args a = { TALLY_MEMCG_UNLIMITED, TALLY_MEMCG_UNLIMITED,
 			      10000, NULL };
 	char preload[PATH_MAX], prog[PATH_MAX], metrics[PATH_MAX];
-	int i, pfd[2], status, err;
+	int i, exec_fd, hs_fd, status, err;
+	pid_t pid;
 
 	err = tool_parse_options(&cmd, argc, argv, &a, &i);
 	if (err)
@@ -372,23 +599,21 @@ int tally_cmd_run(int argc, char **argv)
 			err == ENOENT ? "command not found" : strerror(err));
 		return err == ENOENT ? RUN_EXIT_MISSING : RUN_EXIT_CANNOT;
 	}
-	if (is_static_elf(prog)) {
-		fprintf(stderr, "tally: run: %s is statically linked: its "
-			"allocations cannot be accounted (the preload needs "
-			"the dynamic loader)\n", prog);
-		return RUN_EXIT_CANNOT;
-	}
-	if (is_secure_exec(prog)) {
-		fprintf(stderr, "tally: run: %s is set-user-ID, set-group-ID "
-			"or has file capabilities: the loader would run it "
-			"without the preload (LD_PRELOAD is ignored in secure "
-			"mode)\n", prog);
-		return RUN_EXIT_CANNOT;
-	}
-	if (!find_preload(preload, sizeof(preload))) {
-		fprintf(stderr, "tally: run: cannot find %s (set "
-			"TALLY_RUN_PRELOAD): %s\n", PRELOAD_SO,
-			strerror(errno));
+	err = check_program(prog);
+	if (err)
+		return err;
+	err = find_preload(preload, sizeof(preload));
+	if (err) {
+		if (preload[0])
+			fprintf(stderr, "tally: run: TALLY_RUN_PRELOAD=%s: %s\n",
+				preload, strerror(err));
+		else
+			fprintf(stderr, "tally: run: cannot find %s, beside "
+				"tally or in %s/tally: build it with `make "
+				"JEMALLOC=yes` (it needs Debian's "
+				"libjemalloc-dev), or name it in "
+				"TALLY_RUN_PRELOAD\n", PRELOAD_SO,
+				TALLY_LIBDIR);
 		return RUN_EXIT_FAILED;
 	}
 	if (strpbrk(preload, " :")) {
@@ -412,25 +637,10 @@ int tally_cmd_run(int argc, char **argv)
 		}
 		a.metrics = metrics;
 	}
-	/* The pipe's write end stays open across exec (no O_CLOEXEC). */
-	if (pipe(pfd)) {
-		fprintf(stderr, "tally: run: pipe: %s\n", strerror(errno));
-		return RUN_EXIT_FAILED;
-	}
-	fcntl(pfd[0], F_SETFD, FD_CLOEXEC);
 	fflush(NULL);
-	pid_t pid = fork();
-
-	if (pid < 0) {
-		fprintf(stderr, "tally: run: fork: %s\n", strerror(errno));
+	pid = start(prog, argv + i, preload, &a, &exec_fd, &hs_fd);
+	if (pid < 0)
 		return RUN_EXIT_FAILED;
-	}
-	if (pid == 0) {
-		close(pfd[0]);
-		exec_child(argv + i, preload, a.max, a.high, a.metrics,
-			   a.interval_ms, pfd[1]);
-	}
-	close(pfd[1]);
 	child_pid = pid;
 	struct sigaction sa = { .sa_handler = forward };
 
@@ -440,35 +650,33 @@ int tally_cmd_run(int argc, char **argv)
 	sigaction(SIGHUP, &sa, NULL);
 	sigaction(SIGQUIT, &sa, NULL);
 
-	char c = 0;
-	ssize_t n;
-
-	do
-		n = read(pfd[0], &c, 1);
-	while (n < 0 && errno == EINTR);
-	close(pfd[0]);
-	if (n != 1) {
-		/* The program runs without the preload (the loader could not
-		 * load it, or ignored LD_PRELOAD): it must not run
-		 * unaccounted. */
+	err = exec_result(exec_fd);
+	if (err > 0) {
+		fprintf(stderr, "tally: run: %s: cannot execute: %s%s\n", prog,
+			strerror(err), err == ENOEXEC ? " (neither an ELF "
+			"program nor a #! script)" : "");
+	} else if (!err && !handshake(hs_fd)) {
+		/* The program runs without the preload: the loader could
+		 * not load it or ignored LD_PRELOAD, or the program dropped
+		 * it.  It must not run on unaccounted. */
 		kill(pid, SIGKILL);
 		fprintf(stderr, "tally: run: %s started without the "
-			"accounting: the loader did not preload %s and %s "
-			"(missing, or a set-user-ID program)\n", prog,
-			JEMALLOC_SO, preload);
+			"accounting (killed): the preloaded %s and %s did not "
+			"report within %d s (missing, ignored by the loader, "
+			"or dropped by the program)\n", prog, JEMALLOC_SO,
+			preload, HANDSHAKE_MS / 1000);
+		err = -1;
 	}
+	close(hs_fd);
 	while (waitpid(pid, &status, 0) < 0)
 		if (errno != EINTR) {
 			fprintf(stderr, "tally: run: waitpid: %s\n",
 				strerror(errno));
 			return RUN_EXIT_FAILED;
 		}
-	if (n != 1)
-		return RUN_EXIT_FAILED;
-	if (c == 'n')
-		return RUN_EXIT_MISSING;
-	if (c == 'x')
-		return RUN_EXIT_CANNOT;
+	if (err)
+		return err == ENOENT ? RUN_EXIT_MISSING :
+		       err > 0 ? RUN_EXIT_CANNOT : RUN_EXIT_FAILED;
 	if (WIFSIGNALED(status))
 		return 128 + WTERMSIG(status);
 	return WEXITSTATUS(status);

@@ -19,6 +19,11 @@
 #     TALLY_RUN_* variables already in the environment set no limit and
 #     no file; a set-user-ID program, and a preload path LD_PRELOAD cannot
 #     carry, refused before the program runs;
+#   - what would run unaccounted is refused before it runs: a #! chain
+#     down to a static program, more than five scripts (as the kernel),
+#     a 32-bit program; one that drops the preload is killed at once; a
+#     file neither ELF nor #! is never handed to a shell;
+#   - without the preload, tally run and make name the package to install;
 #   - exit statuses: the program's, 128+N for a signal, 2 for a bad size,
 #     interval or no program, 126 for a statically linked or not executable
 #     program, 127 for a missing one, each with a "tally: run:" message.
@@ -370,6 +375,113 @@ refused preload_path_with_a_space_is_refused_before_the_program_runs 125 \
 	'^tally: run: cannot preload .*a dir/libtally_run.so' \
 	env TALLY_RUN_PRELOAD="$tmp/a dir/libtally_run.so" \
 	"$tally" run --memory-max 8M -- "$probe" alloc 64
+
+# --- nothing runs unaccounted, nothing through a shell -------------------
+# A #! script runs its interpreter: the checks follow the chain as the
+# kernel does (at most five scripts), to the program at its end.
+static=$(cd "$(dirname "$probe")" && pwd)/run_probe_static
+if [ -x "$static" ]; then
+	printf '#!%s alloc\n' "$static" > "$tmp/static.sh"
+	printf '#!%s\n' "$tmp/static.sh" > "$tmp/chain.sh"
+	chmod 755 "$tmp/static.sh" "$tmp/chain.sh"
+	refused script_whose_interpreter_is_static_is_refused_before_it_runs \
+		126 "^tally: run: $static is statically linked" \
+		"$tally" run --memory-max 1M -- "$tmp/static.sh"
+	refused script_chain_ending_in_a_static_program_is_refused 126 \
+		"^tally: run: $static is statically linked" \
+		"$tally" run --memory-max 1M -- "$tmp/chain.sh"
+fi
+# Five scripts down to the probe run it (accounted); a sixth is the
+# kernel's ELOOP, refused before anything runs.
+printf '#!%s alloc\n' "$abs_probe" > "$tmp/level4"
+for i in 3 2 1 0; do
+	printf '#!%s\n' "$tmp/level$((i + 1))" > "$tmp/level$i"
+done
+printf '#!%s\n' "$tmp/level0" > "$tmp/level-1"
+chmod 755 "$tmp"/level*
+run five_scripts_down_to_a_program_run_it_accounted 0 \
+	"$tally" run --memory-max 1M -- "$tmp/level0" &&
+	expect five_scripts_down_to_a_program_run_it_accounted \
+		'^alloc: allocated 0 MiB$'
+refused six_scripts_down_to_a_program_are_refused_as_the_kernel_does 126 \
+	"^tally: run: $tmp/level-1: more than 5 levels of #! interpreters" \
+	"$tally" run -- "$tmp/level-1"
+# A 32-bit program: the loader ignores a 64-bit preload (with a warning)
+# and it would run unaccounted.  A static i386 ELF that prints one line.
+python3 -c '
+import struct, sys
+msg = b"alloc: a 32-bit program ran\n"
+base = 0x08048000
+code_at = base + 52 + 32
+code = (b"\xb8\x04\x00\x00\x00\xbb\x01\x00\x00\x00\xb9" +
+        struct.pack("<I", code_at + 31) + b"\xba" +
+        struct.pack("<I", len(msg)) +
+        b"\xcd\x80\xb8\x01\x00\x00\x00\x31\xdb\xcd\x80")
+size = 52 + 32 + len(code) + len(msg)
+eh = b"\x7fELF\x01\x01\x01" + b"\0" * 9 + struct.pack(
+    "<HHIIIIIHHHHHH", 2, 3, 1, code_at, 52, 0, 0, 52, 32, 1, 0, 0, 0)
+ph = struct.pack("<IIIIIIII", 1, 0, base, base, size, size, 5, 0x1000)
+sys.stdout.buffer.write(eh + ph + code + msg)
+' > "$tmp/prog32"
+chmod 755 "$tmp/prog32"
+refused program_of_another_architecture_is_refused_before_it_runs 126 \
+	"^tally: run: $tmp/prog32 is not an x86-64 program" \
+	"$tally" run --memory-max 1M -- "$tmp/prog32"
+# A program that drops LD_PRELOAD before the preload's constructor runs
+# (and executes itself again) never reports: it is killed before it has
+# run for long, never reaching 64 MiB (1 MiB every 250 ms) under 1M.
+unpreload=$build/tests/run/run_probe_unpreload
+name=program_that_drops_the_preload_is_killed_before_it_allocates
+if run "$name" 125 "$tally" run --memory-max 1M -- "$unpreload" slow 64
+then
+	if grep -q '^slow: allocated' "$tmp/out" ||
+	   ! grep -q '^slow: started$' "$tmp/out"; then
+		{ echo "it ran to its end, or never started:"
+		  cat "$tmp/out"; } > "$why"
+		fail "$name" "$why"
+	else
+		expect "$name" \
+			'^tally: run: .*run_probe_unpreload started without the accounting'
+	fi
+fi
+# An executable file that is neither ELF nor #! is what execvp() hands
+# to /bin/sh: here it is not run (ENOEXEC).
+mkdir -p "$tmp/bin"
+printf 'echo ran through a shell\n' > "$tmp/bin/noshebang"
+chmod 755 "$tmp/bin/noshebang"
+name=executable_without_shebang_is_never_run_through_a_shell
+if run "$name" 126 env PATH="$tmp/bin:$PATH" "$tally" run -- noshebang
+then
+	if grep -q 'ran through a shell' "$tmp/out"; then
+		{ echo "a shell ran it:"; cat "$tmp/out"; } > "$why"
+		fail "$name" "$why"
+	else
+		expect "$name" \
+			"^tally: run: $tmp/bin/noshebang: cannot execute: Exec format error"
+	fi
+fi
+# Without its preload library tally run says what provides it.
+mkdir -p "$tmp/alone"
+cp "$tally" "$tmp/alone/tally"
+env -u TALLY_RUN_PRELOAD "$tmp/alone/tally" run -- true > "$tmp/out" 2>&1
+rc=$?
+name=tally_run_without_its_preload_names_the_package_and_the_build
+if [ "$rc" -eq 0 ]; then
+	echo "info: an installed libtally_run.so was found: $name not checked"
+elif [ "$rc" -eq 125 ] && grep -q 'libjemalloc-dev' "$tmp/out" &&
+     grep -q 'make JEMALLOC=yes' "$tmp/out"; then
+	pass "$name"
+else
+	{ echo "exit status $rc:"; cat "$tmp/out"; } > "$why"
+	fail "$name" "$why"
+fi
+# make says what it leaves out, and which package brings it.
+make -n --no-print-directory BUILD="$tmp/mk" HAVE_JEMALLOC= HAVE_MHD= \
+	deps > "$tmp/out" 2>&1
+expect make_says_it_skips_the_jemalloc_integration_and_its_package \
+	'skip.*jemalloc.*libjemalloc-dev'
+expect make_says_it_skips_the_http_endpoint_and_its_package \
+	'skip.*HTTP.*libmicrohttpd-dev'
 
 # --- exit statuses and bad input --------------------------------------
 run program_s_exit_status_is_tally_run_s 7 "$tally" run -- sh -c 'exit 7' &&

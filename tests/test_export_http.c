@@ -7,7 +7,9 @@
  * gets the headers alone; concurrent scrapes all get whole answers; stop
  * waits for a scrape in flight (and cuts a stalled one after its
  * timeout); port 0, port reuse, a taken port, bad options; a forked
- * child.
+ * child; one endpoint per exporter; slow clients that trickle their
+ * headers (from several loopback addresses, 127.0.0.x) cut at the header
+ * deadline, and unable to take every connection slot from one address.
  *
  * Every socket read has a 60 s timeout: it catches a hang, never judges
  * speed.
@@ -158,23 +160,35 @@ static char *expected(struct fixture *f, enum tally_export_format format)
 
 /* --- a raw HTTP client -------------------------------------------------- */
 
-static int connect_to(unsigned int port)
+/*
+ * A connection to 127.0.0.1:@port from the loopback address 127.0.0.@src
+ * (every 127.x.y.z is this host's: distinct clients without a network).
+ */
+static int connect_from(unsigned int port, unsigned int src)
 {
 	struct sockaddr_in a = { .sin_family = AF_INET,
 				 .sin_port = htons((uint16_t)port) };
+	struct sockaddr_in from = { .sin_family = AF_INET };
 	struct timeval tv = { .tv_sec = 60 };
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 
 	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	from.sin_addr.s_addr = htonl(INADDR_LOOPBACK - 1 + src);
 	if (fd < 0)
 		return -1;
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-	if (connect(fd, (struct sockaddr *)&a, sizeof(a))) {
+	if (bind(fd, (struct sockaddr *)&from, sizeof(from)) ||
+	    connect(fd, (struct sockaddr *)&a, sizeof(a))) {
 		close(fd);
 		return -1;
 	}
 	return fd;
+}
+
+static int connect_to(unsigned int port)
+{
+	return connect_from(port, 1);
 }
 
 static bool send_all(int fd, const char *s)
@@ -289,12 +303,16 @@ static bool read_reply(int fd, struct reply *r)
 	return read_reply_watching(fd, r, 0, NULL, NULL);
 }
 
-/* One request; Connection: close.  @accept NULL: no Accept header. */
-static bool fetch(unsigned int port, const char *method, const char *path,
-		  const char *accept, struct reply *r)
+/*
+ * One request from 127.0.0.@src; Connection: close.  @accept NULL: no
+ * Accept header.
+ */
+static bool fetch_from(unsigned int src, unsigned int port,
+		       const char *method, const char *path,
+		       const char *accept, struct reply *r)
 {
 	char req[1024];
-	int fd = connect_to(port);
+	int fd = connect_from(port, src);
 	bool ok;
 
 	if (fd < 0) {
@@ -309,6 +327,12 @@ static bool fetch(unsigned int port, const char *method, const char *path,
 	ok = send_all(fd, req) && read_reply(fd, r);
 	close(fd);
 	return ok;
+}
+
+static bool fetch(unsigned int port, const char *method, const char *path,
+		  const char *accept, struct reply *r)
+{
+	return fetch_from(1, port, method, path, accept, r);
 }
 
 static struct tally_http *start(struct fixture *f,
@@ -812,5 +836,229 @@ TEST(a_forked_child_stops_its_copy_and_serves_on_its_own)
 	}
 	CHECK_EQ_LONG(tally_http_stop(h), 0);
 	free(text);
+	fixture_destroy(&f);
+}
+
+/* While an endpoint serves an exporter, the exporter is its own. */
+TEST(a_second_start_on_a_served_exporter_is_refused)
+{
+	struct fixture f;
+	struct tally_http *h, *h2 = NULL;
+
+	REQUIRE(fixture_init(&f, 2));
+	h = start(&f, NULL);
+	REQUIRE(h);
+	CHECK_EQ_LONG(tally_http_start(&h2, f.served, NULL), -EBUSY);
+	CHECK(h2 == NULL);
+	if (h2)
+		tally_http_stop(h2);
+	/* Another exporter of the same trees may be served beside it. */
+	h2 = NULL;
+	CHECK_EQ_LONG(tally_http_start(&h2, f.oracle, NULL), 0);
+	CHECK_EQ_LONG(tally_http_stop(h2), 0);
+	/* Stopped, the exporter may be served again. */
+	CHECK_EQ_LONG(tally_http_stop(h), 0);
+	h = start(&f, NULL);
+	CHECK_EQ_LONG(tally_http_stop(h), 0);
+	fixture_destroy(&f);
+}
+
+/* --- slow clients --------------------------------------------------------- */
+
+#define SLOW_CLIENTS 64
+#define TRICKLE_MS 100
+
+/*
+ * SLOW_CLIENTS connections that send a request line and then one byte of
+ * a header every TRICKLE_MS, never ending the headers, for at most
+ * @rounds rounds (then @done), until @stop or until the server closed
+ * them all.  Each from 127.0.0.@src[i].
+ */
+struct trickler {
+	unsigned int port;
+	unsigned int src[SLOW_CLIENTS];
+	int fd[SLOW_CLIENTS];
+	int rounds;
+	int stop;		/* set by the test */
+	int done;		/* set when the rounds ran out */
+	int cut;		/* connections the server closed */
+	int connected;
+};
+
+/* Whether the server closed @fd (end of file or an error, no waiting). */
+static bool closed_by_server(int fd)
+{
+	char c;
+	ssize_t n = recv(fd, &c, 1, MSG_DONTWAIT);
+
+	return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
+}
+
+static void *trickle(void *arg)
+{
+	struct trickler *t = arg;
+	struct timespec pause = { 0, TRICKLE_MS * 1000000l };
+	bool open[SLOW_CLIENTS];
+	int r;
+
+	for (int i = 0; i < SLOW_CLIENTS; i++) {
+		open[i] = t->fd[i] >= 0 &&
+			  send_all(t->fd[i], "GET /metrics HTTP/1.1\r\n"
+					     "X-Slow: ");
+		if (!open[i])
+			__atomic_add_fetch(&t->cut, 1, __ATOMIC_RELEASE);
+	}
+	for (r = 0; r < t->rounds && t->cut < SLOW_CLIENTS &&
+		    !__atomic_load_n(&t->stop, __ATOMIC_ACQUIRE); r++) {
+		for (int i = 0; i < SLOW_CLIENTS; i++) {
+			if (!open[i])
+				continue;
+			if (closed_by_server(t->fd[i]) ||
+			    send(t->fd[i], "a", 1, MSG_NOSIGNAL) != 1) {
+				open[i] = false;
+				__atomic_add_fetch(&t->cut, 1, __ATOMIC_RELEASE);
+			}
+		}
+		nanosleep(&pause, NULL);
+	}
+	if (r == t->rounds)
+		__atomic_store_n(&t->done, 1, __ATOMIC_RELEASE);
+	for (int i = 0; i < SLOW_CLIENTS; i++)
+		if (t->fd[i] >= 0)
+			close(t->fd[i]);
+	return NULL;
+}
+
+static bool trickle_start(struct trickler *t, pthread_t *th)
+{
+	for (int i = 0; i < SLOW_CLIENTS; i++) {
+		t->fd[i] = connect_from(t->port, t->src[i]);
+		t->connected += t->fd[i] >= 0;
+	}
+	return CHECK_EQ_LONG(t->connected, SLOW_CLIENTS) &&
+	       CHECK(pthread_create(th, NULL, trickle, t) == 0);
+}
+
+/*
+ * 64 clients of one address trickle the headers of their requests (every
+ * connection slot of an endpoint without a per-address limit) for 2 s;
+ * a scrape from another address is answered meanwhile, while they are
+ * still trickling, and the address keeps 16 connections.
+ */
+TEST(slow_clients_of_one_address_leave_a_scrape_answered)
+{
+	struct trickler t = { .rounds = 2000 / TRICKLE_MS };
+	struct fixture f;
+	struct tally_http *h;
+	struct reply r;
+	pthread_t th;
+	double t0;
+	char *want;
+
+	REQUIRE(fixture_init(&f, 2));
+	want = expected(&f, TALLY_EXPORT_PROMETHEUS);
+	h = start(&f, NULL);
+	REQUIRE(h && want);
+	t.port = tally_http_port(h);
+	for (int i = 0; i < SLOW_CLIENTS; i++)
+		t.src[i] = 1;
+	if (trickle_start(&t, &th)) {
+		t0 = harness_now();
+		if (CHECK(fetch_from(2, t.port, "GET", "/metrics", NULL, &r))) {
+			CHECK(!__atomic_load_n(&t.done, __ATOMIC_ACQUIRE));
+			CHECK_EQ_LONG(r.status, 200);
+			CHECK(r.complete && !strcmp(r.body, want));
+			reply_free(&r);
+		}
+		harness_log("info: scrape answered in %.3f s",
+			    harness_now() - t0);
+		/* The address's connections past 16 were closed at once;
+		 * the 16 others trickle on (their deadline is 5 s). */
+		while (__atomic_load_n(&t.cut, __ATOMIC_ACQUIRE) <
+			       SLOW_CLIENTS - 16 &&
+		       !__atomic_load_n(&t.done, __ATOMIC_ACQUIRE))
+			usleep(10000);
+		__atomic_store_n(&t.stop, 1, __ATOMIC_RELEASE);
+		pthread_join(th, NULL);
+		CHECK_EQ_LONG(t.cut, SLOW_CLIENTS - 16);
+	}
+	CHECK_EQ_LONG(tally_http_stop(h), 0);
+	free(want);
+	fixture_destroy(&f);
+}
+
+/*
+ * One client trickles its headers a byte every 100 ms (each byte restarts
+ * an idle timeout): the endpoint closes it at the default deadline of
+ * the headers, 5 s after it connected, never sooner; it would have sent
+ * for 10 s.
+ */
+TEST(request_headers_are_cut_at_their_deadline)
+{
+	struct timespec pause = { 0, TRICKLE_MS * 1000000l };
+	struct fixture f;
+	struct tally_http *h;
+	double t0, cut_at = -1;
+	int fd;
+
+	REQUIRE(fixture_init(&f, 2));
+	h = start(&f, NULL);
+	REQUIRE(h);
+	t0 = harness_now();
+	fd = connect_to(tally_http_port(h));
+	if (CHECK(fd >= 0) &&
+	    CHECK(send_all(fd, "GET /metrics HTTP/1.1\r\nX-Slow: "))) {
+		for (int i = 0; i < 10000 / TRICKLE_MS; i++) {
+			if (closed_by_server(fd) ||
+			    send(fd, "a", 1, MSG_NOSIGNAL) != 1) {
+				cut_at = harness_now() - t0;
+				break;
+			}
+			nanosleep(&pause, NULL);
+		}
+		harness_log("info: cut after %.3f s", cut_at);
+		CHECK(cut_at >= 5.0);
+	}
+	if (fd >= 0)
+		close(fd);
+	CHECK_EQ_LONG(tally_http_stop(h), 0);
+	fixture_destroy(&f);
+}
+
+/*
+ * 64 clients of 64 addresses take every connection slot and trickle; with
+ * a header timeout of 300 ms the endpoint cuts them all and a scrape
+ * waiting for a slot is answered.  They would have trickled for 10 s.
+ */
+TEST(a_header_timeout_cuts_slow_clients_of_every_address)
+{
+	struct tally_http_options o = { .header_timeout_ms = 300 };
+	struct trickler t = { .rounds = 10000 / TRICKLE_MS };
+	struct fixture f;
+	struct tally_http *h;
+	struct reply r;
+	pthread_t th;
+	char *want;
+
+	REQUIRE(fixture_init(&f, 2));
+	want = expected(&f, TALLY_EXPORT_PROMETHEUS);
+	h = start(&f, &o);
+	REQUIRE(h && want);
+	t.port = tally_http_port(h);
+	for (int i = 0; i < SLOW_CLIENTS; i++)
+		t.src[i] = 2 + (unsigned int)i;
+	if (trickle_start(&t, &th)) {
+		if (CHECK(fetch_from(1, t.port, "GET", "/metrics", NULL, &r))) {
+			CHECK(!__atomic_load_n(&t.done, __ATOMIC_ACQUIRE));
+			CHECK_EQ_LONG(r.status, 200);
+			CHECK(r.complete && !strcmp(r.body, want));
+			reply_free(&r);
+		}
+		pthread_join(th, NULL);
+		CHECK_EQ_LONG(t.cut, SLOW_CLIENTS);
+		CHECK(!t.done);
+	}
+	CHECK_EQ_LONG(tally_http_stop(h), 0);
+	free(want);
 	fixture_destroy(&f);
 }

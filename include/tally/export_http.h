@@ -34,8 +34,15 @@
  * One thread of the endpoint serves every connection (non-blocking), so
  * exports never run concurrently: while the endpoint runs, its exporter
  * belongs to it.  Export elsewhere with another exporter (exporters of the
- * same trees may run concurrently).  At most 64 connections at a time;
- * one idle for 30 s is closed.
+ * same trees may run concurrently); a second tally_http_start() of an
+ * exporter already served fails with -EBUSY.
+ *
+ * Slow clients: at most 64 connections at a time, 16 of them from one
+ * address (more are closed at once).  A connection must send each
+ * request's headers whole within the header timeout (5 s by default) of
+ * its opening or of the previous answer, or it is closed, so that
+ * clients trickling their bytes cannot hold every slot; one that reads
+ * an answer is closed when idle for 30 s.
  *
  * Fork: the endpoint's thread does not survive fork().  A child must not
  * use an endpoint its parent started except to call tally_http_stop(),
@@ -65,12 +72,17 @@ struct tally_http;
  *	for "/metrics".  Query strings are ignored.
  * @stop_timeout_ms: how long tally_http_stop() waits for requests in
  *	flight; 0 for 5000.
+ * @header_timeout_ms: how long a connection has to send a request's
+ *	headers whole, from its opening or from the previous answer; 0 for
+ *	5000.  A connection past it is closed, however slowly it was still
+ *	sending: a kept-alive connection idle that long too.
  */
 struct tally_http_options {
 	const char *address;
 	unsigned int port;
 	const char *path;
 	unsigned int stop_timeout_ms;
+	unsigned int header_timeout_ms;
 };
 
 /**
@@ -88,10 +100,12 @@ struct tally_http_options {
  * Context: MT-safe; not async-signal-safe: allocates, starts a thread.
  *
  * Return: 0, -EINVAL (NULL @out or @e, an address that is not a numeric
- * IPv4 or IPv6 address, @port over 65535, a bad @path), -EADDRINUSE (the
- * port is taken), -EACCES (a privileged port), another negative errno
- * of socket(), bind() or listen(), -ENOMEM, -EIO (libmicrohttpd did not
- * start: threads or memory).  On failure *@out is untouched.
+ * IPv4 or IPv6 address, @port over 65535, a bad @path), -EBUSY (@e is
+ * served by an endpoint already: stop it first), -EADDRINUSE (the port
+ * is taken), -EACCES (a privileged port), another negative errno of
+ * socket(), bind(), listen() or pthread_create(), -ENOMEM, -EIO
+ * (libmicrohttpd did not start: threads or memory).  On failure *@out is
+ * untouched.
  */
 int tally_http_start(struct tally_http **out, struct tally_exporter *e,
 		     const struct tally_http_options *opts);

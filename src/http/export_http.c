@@ -17,6 +17,25 @@
  * gone out or the connection died); tally_http_stop() stops accepting,
  * waits on a condition variable until none is left (or the timeout), then
  * stops the daemon.
+ *
+ * Slow clients: libmicrohttpd's connection timeout is an idle one, which
+ * each byte restarts, so a client trickling its headers would hold a
+ * connection slot for ever.  Each connection has a slot of ours (taken
+ * when libmicrohttpd reports it started, freed when it reports it
+ * closed, both under the endpoint's lock) with the deadline of the
+ * headers it waits for: its opening or the previous answer, plus the
+ * header timeout.  A watchdog thread sleeps until the earliest deadline
+ * and shuts down the socket of every connection past it; libmicrohttpd
+ * then sees the end of the stream and closes it.  The socket is shut
+ * down, never closed, and only while its slot is held: libmicrohttpd
+ * reports the close before it closes the descriptor, so the descriptor
+ * cannot have been reused.  Costs: one thread, a scan of the 64 slots
+ * per wakeup and per request.  libmicrohttpd's per-address limit keeps
+ * one address from taking every slot.
+ *
+ * An exporter is served by one endpoint at a time: the endpoints live in
+ * a list (its lock kept across fork() by a pthread_atfork() handler) that
+ * tally_http_start() checks.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -40,14 +59,25 @@
 #define PATH_MAX_LEN 255u
 #define DEFAULT_STOP_TIMEOUT_MS 5000u
 #define MAX_CONNECTIONS 64u
+#define PER_ADDRESS_CONNECTIONS 16u
 #define IDLE_TIMEOUT_S 30u
+#define DEFAULT_HEADER_TIMEOUT_MS 5000u
 #define LISTEN_BACKLOG 64
 
 #define CT_TEXT "text/plain; version=0.0.4; charset=utf-8"
 #define CT_OPENMETRICS \
 	"application/openmetrics-text; version=1.0.0; charset=utf-8"
 
+/* A connection's socket and the deadline of the headers it waits for. */
+struct conn {
+	bool used;
+	bool waiting;		/* for a request's headers */
+	int fd;
+	struct timespec deadline;
+};
+
 struct tally_http {
+	struct tally_http *next;	/* in the list of served exporters */
 	struct MHD_Daemon *daemon;
 	struct tally_exporter *exporter;
 	int fd;			/* the listening socket */
@@ -60,10 +90,65 @@ struct tally_http {
 	char *text;
 	size_t cap;
 
-	pthread_mutex_t lock;	/* guards in_flight */
+	pthread_mutex_t lock;	/* guards in_flight, conns, stopping */
 	pthread_cond_t idle;	/* in_flight dropped to 0 */
 	unsigned long in_flight;
+
+	unsigned int header_timeout_ms;
+	pthread_t watchdog;
+	pthread_cond_t wake;	/* a deadline was set, or stopping */
+	bool stopping;
+	struct conn conns[MAX_CONNECTIONS];
 };
+
+/* The endpoints of this process, by exporter (one endpoint each). */
+static pthread_mutex_t served_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct tally_http *served;
+static pthread_once_t served_once = PTHREAD_ONCE_INIT;
+
+static void served_prefork(void)
+{
+	pthread_mutex_lock(&served_lock);
+}
+
+static void served_postfork(void)
+{
+	pthread_mutex_unlock(&served_lock);
+}
+
+static void served_init(void)
+{
+	pthread_atfork(served_prefork, served_postfork, served_postfork);
+}
+
+/* Add @h unless its exporter is served already: 0 or -EBUSY. */
+static int served_add(struct tally_http *h)
+{
+	int ret = 0;
+
+	pthread_once(&served_once, served_init);
+	pthread_mutex_lock(&served_lock);
+	for (struct tally_http *s = served; s; s = s->next)
+		if (s->exporter == h->exporter)
+			ret = -EBUSY;
+	if (!ret) {
+		h->next = served;
+		served = h;
+	}
+	pthread_mutex_unlock(&served_lock);
+	return ret;
+}
+
+static void served_remove(struct tally_http *h)
+{
+	pthread_mutex_lock(&served_lock);
+	for (struct tally_http **p = &served; *p; p = &(*p)->next)
+		if (*p == h) {
+			*p = h->next;
+			break;
+		}
+	pthread_mutex_unlock(&served_lock);
+}
 
 /* The address of this marks a request counted in flight (con_cls). */
 static char counted;
@@ -202,6 +287,120 @@ static enum tally_export_format negotiate(const char *accept)
 					      : TALLY_EXPORT_PROMETHEUS;
 }
 
+/* --- header deadlines ---------------------------------------------------- */
+
+static void deadline_from_now(struct timespec *t, unsigned int ms)
+{
+	clock_gettime(CLOCK_MONOTONIC, t);
+	t->tv_sec += ms / 1000;
+	t->tv_nsec += (long)(ms % 1000) * 1000000;
+	if (t->tv_nsec >= 1000000000) {
+		t->tv_sec++;
+		t->tv_nsec -= 1000000000;
+	}
+}
+
+static bool before(const struct timespec *a, const struct timespec *b)
+{
+	return a->tv_sec < b->tv_sec ||
+	       (a->tv_sec == b->tv_sec && a->tv_nsec < b->tv_nsec);
+}
+
+/* Under h->lock: @k waits for headers from now on. */
+static void arm(struct tally_http *h, struct conn *k)
+{
+	k->waiting = true;
+	deadline_from_now(&k->deadline, h->header_timeout_ms);
+	pthread_cond_signal(&h->wake);
+}
+
+/*
+ * The watchdog: shut down every connection still waiting for its headers
+ * at its deadline, and sleep until the next one.
+ */
+static void *watchdog(void *arg)
+{
+	struct tally_http *h = arg;
+
+	pthread_mutex_lock(&h->lock);
+	while (!h->stopping) {
+		struct timespec now, next = { 0, 0 };
+		bool any = false;
+
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		for (unsigned int i = 0; i < MAX_CONNECTIONS; i++) {
+			struct conn *k = &h->conns[i];
+
+			if (!k->used || !k->waiting)
+				continue;
+			if (!before(&now, &k->deadline)) {
+				/* libmicrohttpd reads the end and closes. */
+				shutdown(k->fd, SHUT_RDWR);
+				k->waiting = false;
+			} else if (!any || before(&k->deadline, &next)) {
+				next = k->deadline;
+				any = true;
+			}
+		}
+		if (any)
+			pthread_cond_timedwait(&h->wake, &h->lock, &next);
+		else
+			pthread_cond_wait(&h->wake, &h->lock);
+	}
+	pthread_mutex_unlock(&h->lock);
+	return NULL;
+}
+
+/* libmicrohttpd's notices of a connection's start and close. */
+static void on_connection(void *cls, struct MHD_Connection *c,
+			  void **socket_context,
+			  enum MHD_ConnectionNotificationCode toe)
+{
+	struct tally_http *h = cls;
+	struct conn *k = *socket_context;
+
+	pthread_mutex_lock(&h->lock);
+	if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+		const union MHD_ConnectionInfo *info =
+			MHD_get_connection_info(c,
+				MHD_CONNECTION_INFO_CONNECTION_FD);
+
+		for (unsigned int i = 0; i < MAX_CONNECTIONS && !k; i++)
+			if (!h->conns[i].used)
+				k = &h->conns[i];
+		/* libmicrohttpd's limit is the slots': always one free. */
+		if (k && info) {
+			k->used = true;
+			k->fd = info->connect_fd;
+			arm(h, k);
+			*socket_context = k;
+		}
+	} else if (k) {
+		k->used = false;
+		k->waiting = false;
+		*socket_context = NULL;
+	}
+	pthread_mutex_unlock(&h->lock);
+}
+
+/* The connection's headers came (true) or its answer went out (false). */
+static void headers_done(struct tally_http *h, struct MHD_Connection *c,
+			 bool came)
+{
+	const union MHD_ConnectionInfo *info =
+		MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	struct conn *k = info ? info->socket_context : NULL;
+
+	if (!k)
+		return;
+	pthread_mutex_lock(&h->lock);
+	if (came)
+		k->waiting = false;
+	else
+		arm(h, k);
+	pthread_mutex_unlock(&h->lock);
+}
+
 /* --- requests ----------------------------------------------------------- */
 
 static enum MHD_Result answer(struct MHD_Connection *c, unsigned int status,
@@ -293,6 +492,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
 	}
 	*con_cls = &counted;
 	count_request(h, 1);
+	headers_done(h, c, true);
 	if (strcmp(url, h->path))
 		return answer_text(c, MHD_HTTP_NOT_FOUND, "not found: the "
 				   "metrics are at the metrics path\n", false);
@@ -318,11 +518,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
 static void on_completed(void *cls, struct MHD_Connection *c,
 			 void **con_cls, enum MHD_RequestTerminationCode why)
 {
-	(void)c;
 	(void)why;
 	if (*con_cls == &counted) {
 		*con_cls = NULL;
 		count_request(cls, -1);
+		/* A kept-alive connection waits for its next headers. */
+		headers_done(cls, c, false);
 	}
 }
 
@@ -370,6 +571,24 @@ static bool valid_path(const char *p)
 	return p[0] == '/' && strlen(p) <= PATH_MAX_LEN && !strchr(p, '?');
 }
 
+static void free_endpoint(struct tally_http *h)
+{
+	pthread_cond_destroy(&h->wake);
+	pthread_cond_destroy(&h->idle);
+	pthread_mutex_destroy(&h->lock);
+	free(h->text);
+	free(h);
+}
+
+static void stop_watchdog(struct tally_http *h)
+{
+	pthread_mutex_lock(&h->lock);
+	h->stopping = true;
+	pthread_cond_signal(&h->wake);
+	pthread_mutex_unlock(&h->lock);
+	pthread_join(h->watchdog, NULL);
+}
+
 int tally_http_start(struct tally_http **out, struct tally_exporter *e,
 		     const struct tally_http_options *opts)
 {
@@ -379,7 +598,7 @@ int tally_http_start(struct tally_http **out, struct tally_exporter *e,
 	const char *path = o->path ? o->path : DEFAULT_PATH;
 	pthread_condattr_t ca;
 	struct tally_http *h;
-	int fd;
+	int fd, err;
 
 	if (!out || !e || o->port > 65535 || !valid_path(path))
 		return -EINVAL;
@@ -396,42 +615,50 @@ int tally_http_start(struct tally_http **out, struct tally_exporter *e,
 	h->pid = getpid();
 	h->stop_timeout_ms = o->stop_timeout_ms ? o->stop_timeout_ms
 						: DEFAULT_STOP_TIMEOUT_MS;
+	h->header_timeout_ms = o->header_timeout_ms ? o->header_timeout_ms
+						    : DEFAULT_HEADER_TIMEOUT_MS;
 	strcpy(h->path, path);
 	pthread_mutex_init(&h->lock, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&h->idle, &ca);
+	pthread_cond_init(&h->wake, &ca);
 	pthread_condattr_destroy(&ca);
+	err = served_add(h);
+	if (err)
+		goto fail;
+	err = -pthread_create(&h->watchdog, NULL, watchdog, h);
+	if (err) {
+		served_remove(h);
+		goto fail;
+	}
 	h->daemon = MHD_start_daemon(
 		MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ITC, 0, NULL, NULL,
 		on_request, h,
 		MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd,
 		MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
+		MHD_OPTION_NOTIFY_CONNECTION, on_connection, h,
 		MHD_OPTION_CONNECTION_LIMIT, MAX_CONNECTIONS,
+		MHD_OPTION_PER_IP_CONNECTION_LIMIT, PER_ADDRESS_CONNECTIONS,
 		MHD_OPTION_CONNECTION_TIMEOUT, IDLE_TIMEOUT_S,
 		MHD_OPTION_END);
 	if (!h->daemon) {
-		close(fd);
-		pthread_cond_destroy(&h->idle);
-		pthread_mutex_destroy(&h->lock);
-		free(h);
-		return -EIO;
+		stop_watchdog(h);
+		served_remove(h);
+		err = -EIO;
+		goto fail;
 	}
 	*out = h;
 	return 0;
+fail:
+	close(fd);
+	free_endpoint(h);
+	return err;
 }
 
 unsigned int tally_http_port(const struct tally_http *h)
 {
 	return h ? h->port : 0;
-}
-
-static void free_endpoint(struct tally_http *h)
-{
-	pthread_cond_destroy(&h->idle);
-	pthread_mutex_destroy(&h->lock);
-	free(h->text);
-	free(h);
 }
 
 int tally_http_stop(struct tally_http *h)
@@ -449,19 +676,14 @@ int tally_http_stop(struct tally_http *h)
 		 * Release the port's socket and our memory, never the
 		 * daemon's (its locks may be held by a thread that is gone).
 		 */
+		served_remove(h);
 		close(h->fd);
 		free(h->text);
 		free(h);
 		return 0;
 	}
 	quiesced = MHD_quiesce_daemon(h->daemon);
-	clock_gettime(CLOCK_MONOTONIC, &deadline);
-	deadline.tv_sec += h->stop_timeout_ms / 1000;
-	deadline.tv_nsec += (long)(h->stop_timeout_ms % 1000) * 1000000;
-	if (deadline.tv_nsec >= 1000000000) {
-		deadline.tv_sec++;
-		deadline.tv_nsec -= 1000000000;
-	}
+	deadline_from_now(&deadline, h->stop_timeout_ms);
 	pthread_mutex_lock(&h->lock);
 	while (h->in_flight && err != ETIMEDOUT)
 		err = pthread_cond_timedwait(&h->idle, &h->lock, &deadline);
@@ -471,6 +693,8 @@ int tally_http_stop(struct tally_http *h)
 	/* Quiesced, the socket is ours to close; otherwise MHD closed it. */
 	if (quiesced != MHD_INVALID_SOCKET)
 		close(quiesced);
+	stop_watchdog(h);
+	served_remove(h);
 	free_endpoint(h);
 	return cut ? -ETIMEDOUT : 0;
 }

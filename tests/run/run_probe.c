@@ -20,8 +20,16 @@
  *                           reallocarray: a 4 KiB block (written, its
  *                           usable size read, freed), then one of MIB MiB;
  *                           print what each gave
+ *   run_probe slow MIB      print "slow: started", then allocate as
+ *                           alloc does, one MiB every 250 ms
  *   run_probe chdir DIR     chdir(DIR), then exit(0)
  *   run_probe _exit         _exit(0): no atexit() handler runs
+ *
+ * Built with -DRUN_PROBE_UNPRELOAD (run_probe_unpreload), it is a
+ * program that escapes a preload: before any library's constructor runs
+ * (a preinit function of the executable), it drops LD_PRELOAD and
+ * executes itself again, so its second image runs without the preloaded
+ * libraries, holding whatever descriptors the first one inherited.
  *
  * Exit status 0 when the program saw what a program sees under malloc
  * (NULL and ENOMEM, an intact block), 1 otherwise.
@@ -30,16 +38,51 @@
 #include <errno.h>
 #include <malloc.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define MIB (1l << 20)
 
-static int alloc(const char *who, long limit)
+#ifdef RUN_PROBE_UNPRELOAD
+/*
+ * A preinit function gets the environment as its third argument (libc's
+ * own environ is not set yet): execute this program again with @envp
+ * less LD_PRELOAD.
+ */
+static void unpreload(int argc, char **argv, char **envp)
 {
+	static char *env[4096];
+	size_t n = 0;
+	bool found = false;
+
+	(void)argc;
+	for (; *envp && n < sizeof(env) / sizeof(env[0]) - 1; envp++) {
+		if (!strncmp(*envp, "LD_PRELOAD=", 11))
+			found = true;
+		else
+			env[n++] = *envp;
+	}
+	if (found) {
+		env[n] = NULL;
+		execve("/proc/self/exe", argv, env);
+		_exit(3);
+	}
+}
+
+__attribute__((section(".preinit_array"), used))
+static void (*const run_probe_preinit)(int, char **, char **) = unpreload;
+#endif
+
+/* Allocate up to @limit MiB, one MiB every @pause_ms milliseconds. */
+static int alloc(const char *who, long limit, long pause_ms)
+{
+	struct timespec pause = { pause_ms / 1000,
+				  (pause_ms % 1000) * 1000000 };
 	void **blocks = calloc((size_t)limit, sizeof(void *));
 	long n = 0;
 	int err = 0;
@@ -54,6 +97,8 @@ static int alloc(const char *who, long limit)
 			break;
 		}
 		memset(blocks[n], 1, MIB);
+		if (pause_ms)
+			nanosleep(&pause, NULL);
 	}
 	if (n < limit)
 		printf("%s: malloc refused after %ld MiB: %s\n", who, n,
@@ -213,7 +258,12 @@ int main(int argc, char **argv)
 	if (argc < 2)
 		return 2;
 	if (!strcmp(argv[1], "alloc"))
-		return alloc("alloc", mib);
+		return alloc("alloc", mib, 0);
+	if (!strcmp(argv[1], "slow")) {
+		printf("slow: started\n");
+		fflush(stdout);
+		return alloc("slow", mib, 250);
+	}
 	if (!strcmp(argv[1], "realloc"))
 		return grow(mib);
 	if (!strcmp(argv[1], "threads"))
@@ -239,11 +289,11 @@ int main(int argc, char **argv)
 		if (pid < 0)
 			return 1;
 		if (pid == 0)
-			_exit(alloc("child", mib));
+			_exit(alloc("child", mib, 0));
 		if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
 		    WEXITSTATUS(status))
 			return 1;
-		return alloc("parent", mib);
+		return alloc("parent", mib, 0);
 	}
 	return 2;
 }

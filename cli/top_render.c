@@ -323,6 +323,17 @@ static void render_section(struct view *v, const struct section *s)
 	v->shown = NULL;
 }
 
+/* A note after an empty line, cut to the width like every line. */
+static void note(const struct view *v, const char *s)
+{
+	struct text line = { 0 };
+
+	text_str(v->out, "\n");
+	text_str(&line, s);
+	end_line(v, &line);
+	text_free(&line);
+}
+
 /* One frame of @m into @out. */
 void render_model(const struct model *m, const struct top_args *a,
 			 size_t width, struct text *out)
@@ -347,14 +358,13 @@ void render_model(const struct model *m, const struct top_args *a,
 		any = true;
 	}
 	if (!any)
-		text_str(out, "\nno memory groups or statistics groups: no "
-			      "sample of tally's families with a group "
-			      "label\n");
+		note(&v, "no memory groups or statistics groups: no sample of "
+			 "tally's families with a group label");
 	if (m->too_deep) {
-		char note[96];
+		char line[96];
 
-		snprintf(note, sizeof(note), "\n(%zu samples of groups deeper "
-			 "than %u levels not shown)\n", m->too_deep, MAX_DEPTH);
-		text_str(out, note);
+		snprintf(line, sizeof(line), "(%zu samples of groups deeper "
+			 "than %u levels not shown)", m->too_deep, MAX_DEPTH);
+		note(&v, line);
 	}
 }

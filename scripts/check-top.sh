@@ -221,6 +221,19 @@ else
 		"$tmp/why"
 fi
 
+# The notes under the trees fit the width too.
+printf '# no group here\nx_hier_a 1\n' > "$tmp/empty.prom"
+COLUMNS=40 "$tally" top --once "$tmp/empty.prom" > "$tmp/out" 2>&1
+rc=$?
+if [ "$rc" -eq 0 ] && [ "$(widest "$tmp/out")" -le 40 ] &&
+   grep -q '^no memory groups or statistics groups: n$' "$tmp/out"; then
+	pass top_narrow_width_cuts_the_note_of_an_exposition_without_groups
+else
+	{ echo "exit $rc"; cat "$tmp/out"; } > "$tmp/why"
+	fail top_narrow_width_cuts_the_note_of_an_exposition_without_groups \
+		"$tmp/why"
+fi
+
 # --- a live exporter: tally metrics --demo, as a textfile and over HTTP --
 
 "$tally" metrics --demo -o "$tmp/demo.prom" > /dev/null 2>&1

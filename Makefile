@@ -376,6 +376,50 @@ demo: deps
 	done
 	@echo "plots: $(DEMO)/plots/index.html"
 
+# --- fuzzing ---------------------------------------------------------------
+# The libFuzzer harnesses of tests/fuzz (every parser of untrusted input:
+# tally top's exposition and URL, tally plot's JSON, the HTTP endpoint's
+# Accept header, the tool's options, group names), built by clang-14 with
+# ASan and UBSan into build/fuzz; the rest of the build stays gcc's.
+# `make fuzz` runs each for FUZZ_SECONDS (120) from its corpus,
+# tests/fuzz/corpus/NAME, keeping new inputs in build/fuzz/corpus/NAME
+# and what fails in build/fuzz/found/NAME; `make fuzz-replay` (and make
+# test, through scripts/check-fuzz.sh) replays the corpus and fuzzes
+# each for 5 seconds.
+FUZZ_CC ?= clang-14
+FUZZ_SECONDS ?= 120
+FUZZ_CFLAGS := -std=gnu11 -g -O1 -fno-omit-frame-pointer \
+	-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
+	-Iinclude -Isrc -Icli -Itool -Itests/fuzz $(WARN)
+FUZZ_NAMES := top_parse top_url json args names $(if $(filter yes,$(HTTP)),accept)
+FUZZ_BIN := $(FUZZ_NAMES:%=build/fuzz/fuzz_%)
+# What each harness compiles besides itself (fuzz_accept includes
+# src/http/export_http.c, whose parser is static).
+TOP_PARTS := cli/top_parse.c cli/top_model.c cli/top_index.c \
+	cli/top_source.c cli/top_text.c cli/top_render.c
+FUZZ_PARTS_top_parse := $(TOP_PARTS)
+FUZZ_PARTS_top_url := $(TOP_PARTS)
+FUZZ_PARTS_json := cli/json_read.c
+FUZZ_PARTS_args := tool/args.c
+FUZZ_PARTS_names := src/names/names.c
+FUZZ_LIBS_accept := $(HTTP_LIBS)
+
+.PHONY: fuzzers fuzz fuzz-replay
+fuzzers: $(FUZZ_BIN)
+
+build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h $(TOP_PARTS) \
+		cli/json_read.c tool/args.c src/names/names.c $(HTTP_SRC) \
+		$(HEADERS) build/libtally.a Makefile
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $< $(FUZZ_PARTS_$*) build/libtally.a \
+		$(FUZZ_LIBS_$*) -lm -pthread
+
+fuzz: $(FUZZ_BIN)
+	FUZZ_SECONDS=$(FUZZ_SECONDS) sh scripts/check-fuzz.sh
+
+fuzz-replay: $(FUZZ_BIN)
+	FUZZ_SECONDS=5 sh scripts/check-fuzz.sh
+
 # Headers keep their directories (include/tally/arch/...).  No ldconfig:
 # DESTDIR installs are staged; the symlinks are made here instead.
 # LIBDIR (e.g. $(PREFIX)/lib64 or /usr/lib/x86_64-linux-gnu), INCLUDEDIR

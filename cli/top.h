@@ -14,6 +14,7 @@
 #include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* Exit status: the source was read but holds no exposition we can show. */
 #define TOP_EXIT_BAD_INPUT 3
@@ -128,6 +129,34 @@ bool ends_with(const char *s, size_t n, const char *suffix);
 int parse_exposition(struct text *t, bool openmetrics,
 			    struct exposition *x, const char *src, char *err);
 
+/* --- top_index.c --------------------------------------------------------- */
+
+/* A name (into the text) and its number; @name NULL: an empty slot. */
+struct name_slot {
+	const char *name;
+	size_t len;
+	uint64_t hash;
+	size_t val;
+};
+
+struct name_index {
+	struct name_slot *slot;
+	size_t size, nr;
+};
+
+/* name_hash() of a name is name_hash_end(name_hash_more(start, it), n). */
+uint64_t name_hash_start(void);
+uint64_t name_hash_more(uint64_t h, const char *s, size_t n);
+uint64_t name_hash_end(uint64_t h, size_t n);
+uint64_t name_hash(const char *s, size_t n);
+/* The number of name @s (hash @h), or SIZE_MAX. */
+size_t index_find(const struct name_index *ix, const char *s, size_t n,
+		  uint64_t h);
+/* Map @s to @val (added, or replacing its number); false: no memory. */
+bool index_put(struct name_index *ix, const char *s, size_t n, uint64_t h,
+	       size_t val);
+void index_free(struct name_index *ix);
+
 /* --- top_model.c --------------------------------------------------------- */
 
 enum {
@@ -160,6 +189,13 @@ struct node {
 	unsigned int depth;
 	size_t *kids;
 	size_t nr_kids;
+	size_t first_val, nr_vals;	/* its values in its section's */
+};
+
+/* A group's value in a column; a section's are by group, then column. */
+struct value {
+	size_t col;
+	double v;
 };
 
 struct section {
@@ -168,23 +204,27 @@ struct section {
 	size_t prefix_len;
 	struct column *cols;	/* memory: the events; stats: the stats */
 	size_t nr_cols, cap_cols;
+	struct name_index col_index;
 	struct node *nodes;
 	size_t nr_nodes, cap_nodes;
-	size_t *hash;		/* open addressing, SIZE_MAX empty */
-	size_t hash_size;
-	double *vals;		/* nr_nodes x (MEM_NR_FIXED +) nr_cols */
+	struct name_index node_index;	/* by path */
+	struct value *vals;	/* the samples' values, by group */
 	double bound;		/* accuracy bound, NAN when none */
 	const struct section *memory_of; /* memory.stat of that section */
+	const struct section *stats[2];	/* memory: its memory.stat ones */
+	size_t nr_stats;
 };
 
 struct model {
 	struct section *secs;
-	size_t nr_secs;
+	size_t nr_secs, cap_secs;
+	struct name_index by_prefix[2];	/* stats, memory sections */
 	size_t too_deep;	/* samples of groups deeper than MAX_DEPTH */
 };
 
 void model_free(struct model *m);
-size_t nr_value_cols(const struct section *s);
+/* Group @node's value in column @col (memory: MEM_* then the events). */
+double node_value(const struct section *s, size_t node, size_t col);
 int build_model(const struct exposition *x, struct model *m,
 		const char *src, char *err);
 

@@ -19,7 +19,7 @@
 
 void *grow_array(void *p, size_t *cap, size_t need, size_t size)
 {
-	size_t n = *cap ? *cap : 64;
+	size_t n = *cap ? *cap : 1;
 
 	if (need <= *cap)
 		return p;
@@ -178,9 +178,10 @@ bool ends_with(const char *s, size_t n, const char *suffix)
 }
 
 /*
- * Parse @t (modified: label values are unescaped in place) into @x.
- * Returns 0, or TOP_EXIT_BAD_INPUT with @err set, or CLI_EXIT_FAILED
- * when memory runs out.
+ * Parse @t (modified: label values are unescaped in place) into @x, in
+ * one pass (time linear in its size).  Returns 0, or TOP_EXIT_BAD_INPUT
+ * with @err set, or CLI_EXIT_FAILED when memory runs out or a quit signal
+ * came (quit_asked: checked at every line).
  */
 int parse_exposition(struct text *t, bool openmetrics,
 			    struct exposition *x, const char *src, char *err)
@@ -204,6 +205,10 @@ int parse_exposition(struct text *t, bool openmetrics,
 		if (!eol)
 			eol = end;
 		line++;
+		if (quit_asked) {
+			errorf(err, src, slen, "interrupted");
+			return CLI_EXIT_FAILED;
+		}
 		if (eof) {
 			errorf(err, src, slen, "line %zu: data after # EOF",
 			       line);

@@ -64,11 +64,6 @@ struct view {
 	struct text *out;
 };
 
-static double node_value(const struct section *s, size_t node, size_t col)
-{
-	return s->vals[node * nr_value_cols(s) + col];
-}
-
 /* The sort key's value of a group: usage, or the first stat shown. */
 static double usage_of(const struct view *v, size_t node)
 {
@@ -160,14 +155,18 @@ static void render_row(const struct view *v, size_t k, struct text *line)
 			cell_right(line, num, VALUE_COLS);
 		}
 		text_str(line, "  ");
-		for (size_t e = 0; e < s->nr_cols; e++) {
-			double x = node_value(s, k, MEM_NR_FIXED + e);
+		/* Its events: its values past the fixed columns. */
+		for (size_t i = 0; i < g->nr_vals; i++) {
+			const struct value *val = &s->vals[g->first_val + i];
+			const struct column *e;
+			double x = val->v;
 
-			if (isnan(x) || x == 0)
+			if (val->col < MEM_NR_FIXED || isnan(x) || x == 0)
 				continue;
+			e = &s->cols[val->col - MEM_NR_FIXED];
 			if (any)
 				text_str(line, " ");
-			put_safe(line, s->cols[e].name, s->cols[e].len, 24);
+			put_safe(line, e->name, e->len, 24);
 			fmt_value(num, sizeof(num), x, false, false);
 			text_str(line, ":");
 			text_str(line, num);
@@ -324,6 +323,17 @@ static void render_section(struct view *v, const struct section *s)
 	v->shown = NULL;
 }
 
+/* A note after an empty line, cut to the width like every line. */
+static void note(const struct view *v, const char *s)
+{
+	struct text line = { 0 };
+
+	text_str(v->out, "\n");
+	text_str(&line, s);
+	end_line(v, &line);
+	text_free(&line);
+}
+
 /* One frame of @m into @out. */
 void render_model(const struct model *m, const struct top_args *a,
 			 size_t width, struct text *out)
@@ -337,9 +347,8 @@ void render_model(const struct model *m, const struct top_args *a,
 		if (!m->secs[i].memory)
 			continue;
 		render_section(&v, &m->secs[i]);
-		for (size_t k = 0; k < m->nr_secs; k++)
-			if (m->secs[k].memory_of == &m->secs[i])
-				render_section(&v, &m->secs[k]);
+		for (size_t k = 0; k < m->secs[i].nr_stats; k++)
+			render_section(&v, m->secs[i].stats[k]);
 		any = true;
 	}
 	for (size_t i = 0; i < m->nr_secs; i++) {
@@ -349,14 +358,13 @@ void render_model(const struct model *m, const struct top_args *a,
 		any = true;
 	}
 	if (!any)
-		text_str(out, "\nno memory groups or statistics groups: no "
-			      "sample of tally's families with a group "
-			      "label\n");
+		note(&v, "no memory groups or statistics groups: no sample of "
+			 "tally's families with a group label");
 	if (m->too_deep) {
-		char note[96];
+		char line[96];
 
-		snprintf(note, sizeof(note), "\n(%zu samples of groups deeper "
-			 "than %u levels not shown)\n", m->too_deep, MAX_DEPTH);
-		text_str(out, note);
+		snprintf(line, sizeof(line), "(%zu samples of groups deeper "
+			 "than %u levels not shown)", m->too_deep, MAX_DEPTH);
+		note(&v, line);
 	}
 }

@@ -221,6 +221,19 @@ else
 		"$tmp/why"
 fi
 
+# The notes under the trees fit the width too.
+printf '# no group here\nx_hier_a 1\n' > "$tmp/empty.prom"
+COLUMNS=40 "$tally" top --once "$tmp/empty.prom" > "$tmp/out" 2>&1
+rc=$?
+if [ "$rc" -eq 0 ] && [ "$(widest "$tmp/out")" -le 40 ] &&
+   grep -q '^no memory groups or statistics groups: n$' "$tmp/out"; then
+	pass top_narrow_width_cuts_the_note_of_an_exposition_without_groups
+else
+	{ echo "exit $rc"; cat "$tmp/out"; } > "$tmp/why"
+	fail top_narrow_width_cuts_the_note_of_an_exposition_without_groups \
+		"$tmp/why"
+fi
+
 # --- a live exporter: tally metrics --demo, as a textfile and over HTTP --
 
 "$tally" metrics --demo -o "$tmp/demo.prom" > /dev/null 2>&1
@@ -581,6 +594,83 @@ run --once --depth -1 x
 expect_error top_negative_depth_is_status_2 2 'bad value of --depth'
 run --once --frobnicate x
 expect_error top_unknown_option_is_status_2 2 'bad option'
+
+# --- size: time linear in the exposition ----------------------------------
+
+# 200k distinct names, 50k of each kind a lookup by name serves: stats of
+# one tree, statistics trees, memory trees, accuracy bounds (each with its
+# tree), with a group each.  A parse that compared names one by one would
+# take minutes of CPU; the bound (CPU time, not wall time, so a loaded
+# machine does not matter) is some 20 times what a linear parse needs.
+/usr/bin/python3 - "$tmp/names.prom" <<'EOF'
+import sys
+out = []
+for i in range(50000):
+    out.append('app_hier_s%x{group="/%x"} 1\n' % (i, i))
+    out.append('p%x_hier_s{group="/"} 1\n' % i)
+    out.append('m%x_memory_current_bytes{group="/"} 1\n' % i)
+    out.append('b%x_accuracy_bound 1\nb%x_hier_s{group="/"} 1\n' % (i, i))
+open(sys.argv[1], 'w').write(''.join(out))
+EOF
+if /usr/bin/python3 - "$tally" "$tmp/names.prom" > "$tmp/why" 2>&1 <<'EOF'
+import resource, subprocess, sys
+try:
+    r = subprocess.run([sys.argv[1], 'top', '--once', sys.argv[2]],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                       timeout=120)
+    rc = r.returncode
+except subprocess.TimeoutExpired:
+    rc = 'killed after 120 s'
+ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+cpu = ru.ru_utime + ru.ru_stime
+print('exit', rc, 'cpu %.2f s' % cpu)
+sys.exit(0 if rc == 0 and cpu < 10 else 1)
+EOF
+then
+	pass top_200k_distinct_names_parse_in_linear_time
+	sed "s/^/  info: /" "$tmp/why"
+else
+	fail top_200k_distinct_names_parse_in_linear_time "$tmp/why"
+fi
+
+# Ctrl-C during a long parse (a 30 MiB exposition: a million distinct
+# names and groups) ends it at once: status 0, no frame drawn.  The
+# signal is sent once the parse has begun: reading the file costs far
+# less than 0.15 s of CPU, the whole parse well over that.
+/usr/bin/python3 - "$tmp/million.prom" <<'EOF'
+import sys
+open(sys.argv[1], 'w').write(''.join(
+    'a_hier_%x{group="/%x"} 1\n' % (i, i) for i in range(1000000)))
+EOF
+if /usr/bin/python3 - "$tally" "$tmp/million.prom" > "$tmp/why" 2>&1 <<'EOF'
+import os, signal, subprocess, sys, time
+tick = os.sysconf('SC_CLK_TCK')
+p = subprocess.Popen([sys.argv[1], 'top', '--interval', '60', sys.argv[2]],
+                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+def cpu():
+    f = open('/proc/%d/stat' % p.pid).read().rsplit(')', 1)[1].split()
+    return (int(f[11]) + int(f[12])) / tick
+deadline = time.monotonic() + 60
+while p.poll() is None and cpu() < 0.15 and time.monotonic() < deadline:
+    time.sleep(0.005)
+sent = time.monotonic()
+p.send_signal(signal.SIGINT)
+try:
+    out, err = p.communicate(timeout=5)
+    rc, took = p.returncode, time.monotonic() - sent
+except subprocess.TimeoutExpired:
+    p.kill()
+    out, err = p.communicate()
+    rc, took = 'still running 5 s after SIGINT', 5
+print('exit', rc, 'after %.2f s' % took, 'stdout', len(out), 'bytes')
+print(err.decode('utf-8', 'replace')[:500])
+sys.exit(0 if rc == 0 and not out and not err else 1)
+EOF
+then
+	pass top_ctrl_c_during_a_long_parse_ends_it_at_once
+else
+	fail top_ctrl_c_during_a_long_parse_ends_it_at_once "$tmp/why"
+fi
 
 # --- refreshing -----------------------------------------------------------
 

@@ -3,7 +3,8 @@
 # that.  Usage: ensure-deps.sh build|test|demo [TOOLS]
 #
 # System-wide, Debian packages that ship no service: the compiler, make,
-# the sanitizer runtimes, binutils, pkg-config, gnuplot-nox, Debian's
+# the sanitizer runtimes, clang-14 with libclang-rt-14-dev (the fuzzers),
+# binutils, pkg-config, gnuplot-nox, Debian's
 # python3 with python3-prometheus-client (the OpenMetrics parser of the
 # tests) and libmicrohttpd-dev (the optional HTTP endpoint).  As root,
 # what is missing is printed by name, then installed with
@@ -33,12 +34,14 @@ esac
 need=""
 have() { command -v "$1" >/dev/null 2>&1; }
 have_cc() { have "${CC:-gcc}" || have gcc; }
-# Compile and link a small program (standard input) with gcc and flags.
+# Compile and link a small program (standard input) with flags ($1) and
+# a compiler ($2, default gcc).
 links() {
 	tmp=$(mktemp -d)
 	cat > "$tmp/t.c"
 	# $1: word splitting wanted.
-	if gcc $1 "$tmp/t.c" -o "$tmp/t" >/dev/null 2>&1; then r=0; else r=1; fi
+	if "${2:-gcc}" $1 "$tmp/t.c" -o "$tmp/t" >/dev/null 2>&1; then r=0
+	else r=1; fi
 	rm -rf "$tmp"
 	return $r
 }
@@ -64,6 +67,12 @@ if [ "$target" = test ]; then
 	if ! have_cc || ! printf '#include <microhttpd.h>\n%s\n' "$main_c" |
 		links "-lmicrohttpd"; then
 		need="$need libmicrohttpd-dev"
+	fi
+	# The fuzzers (tests/fuzz): clang-14 and its libFuzzer runtime.
+	if ! have clang-14 || ! echo 'int LLVMFuzzerTestOneInput(const char *d,
+		unsigned long n) { (void)d; (void)n; return 0; }' |
+		links "-fsanitize=fuzzer,address,undefined" clang-14; then
+		need="$need clang-14 libclang-rt-14-dev"
 	fi
 	# The OpenMetrics oracle of the export tests.
 	[ -x "$python" ] || need="$need python3"

@@ -52,6 +52,7 @@
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <unistd.h>
 
 #include <tally/percpu.h>
 
@@ -77,6 +78,19 @@ static struct tally_fork_list domains = TALLY_FORK_LIST_INIT;
 /* This thread's open sections, innermost first: the fork child's counts. */
 static __thread struct grace_section *open_sections;
 
+/*
+ * Shards in use: the machine's possible CPUs, rounded up to a power of
+ * two, at most GRACE_SHARDS, so that a sum reads no line no CPU writes.
+ */
+static unsigned int nr_shards = GRACE_SHARDS;
+
+/*
+ * A grace_wait() first retries this many times, a few hundred
+ * nanoseconds apart, before it naps: a transfer that holds it back is a
+ * few hundred nanoseconds long when its thread runs.
+ */
+#define GRACE_QUICK_TRIES 16
+
 void grace_domain_init(struct grace_domain *d)
 {
 	for (int i = 0; i < GRACE_SHARDS; i++)
@@ -95,7 +109,7 @@ void grace_enter(struct grace_domain *d, struct grace_section *s)
 {
 	unsigned int idx =
 		(unsigned int)__atomic_load_n(&d->epoch, __ATOMIC_SEQ_CST) & 1;
-	unsigned int shard = tally_current_cpu() % GRACE_SHARDS;
+	unsigned int shard = tally_current_cpu() & (nr_shards - 1);
 
 	s->domain = d;
 	s->token = shard << 1 | idx;
@@ -121,7 +135,7 @@ static long readers(struct grace_domain *d, unsigned int idx)
 {
 	long sum = 0;
 
-	for (int i = 0; i < GRACE_SHARDS; i++)
+	for (unsigned int i = 0; i < nr_shards; i++)
 		sum += __atomic_load_n(&d->shard[i].readers[idx],
 				       __ATOMIC_SEQ_CST);
 	return sum;
@@ -157,7 +171,7 @@ bool grace_wait(struct grace_domain *d, long deadline_ns)
 		return false;
 	target = __atomic_load_n(&d->epoch, __ATOMIC_SEQ_CST) + 2;
 	backoff_begin(&b, deadline_ns);
-	for (;;) {
+	for (int tries = 0;; tries++) {
 		unsigned long e;
 
 		pthread_mutex_lock(&d->lock);
@@ -166,6 +180,11 @@ bool grace_wait(struct grace_domain *d, long deadline_ns)
 		pthread_mutex_unlock(&d->lock);
 		if ((long)(e - target) >= 0)
 			return true;
+		if (tries < GRACE_QUICK_TRIES) {
+			for (int i = 0; i < 64; i++)
+				__builtin_ia32_pause();
+			continue;
+		}
 		if (!backoff_nap(&b))
 			return false;
 	}
@@ -350,6 +369,10 @@ static void fork_child(void)
 
 __attribute__((constructor)) static void grace_init(void)
 {
+	long cpus = sysconf(_SC_NPROCESSORS_CONF);
+
+	while (nr_shards > 1 && nr_shards / 2 >= cpus)
+		nr_shards /= 2;
 	tally_fork_register(TALLY_FORK_GRACE, fork_prepare, fork_parent,
 			    fork_child);
 }

@@ -915,13 +915,11 @@ static void run_oracle(enum bench_stats_design design, unsigned int nr_cpus,
 	for (int i = 0; i < md->nr && !harness_test_failed(); i++)
 		if (md->m[i].alive)
 			model_read(md, i, TALLY_FLUSH_FORCE, &r);
-	harness_info("%ld steps: %lu creates, %lu destroys, %lu reads that "
-		     "flushed", steps, creates, destroys, flushes_seen);
-	if (harness_test_failed())
-		harness_log("design %s, %u CPUs, batch %lu: %ld steps, %lu "
-			    "creates, %lu destroys",
-			    bench_stats_design_name(design), md->f.nr_cpus,
-			    batch ? batch : 64, steps, creates, destroys);
+	harness_info("design %s, %u CPUs, batch %lu: %ld steps, %lu creates, "
+		     "%lu destroys, %lu reads that flushed",
+		     bench_stats_design_name(design), md->f.nr_cpus,
+		     batch ? batch : 64, steps, creates, destroys,
+		     flushes_seen);
 	fixture_fini(&md->f);
 	free(md);
 }

@@ -339,7 +339,7 @@ TEST(migration_after_commit_keeps_if_needed_reads_within_the_bound)
 	long v = -1;
 
 	if (util_nr_allowed() < 2) {
-		harness_log("note: one allowed CPU, nothing to migrate to");
+		harness_info("one allowed CPU, nothing to migrate to: not run");
 		return;
 	}
 	m.t = tree_with(NULL);

@@ -267,10 +267,14 @@ static bool all_worked(struct worker *w, unsigned int nr_workers)
 /*
  * Run @nr_work[k] threads of each kind of work on @nr_trees trees (the
  * second on 16 simulated CPUs), with the periodic flusher (period
- * @period_ns) when @periodic, and fork harness_scale(@forks) times, and
- * more until every worker did some work (a loaded machine may not run
- * one in the pauses between the first forks), up to a hang.
+ * @period_ns) when @periodic, and fork harness_scale(@forks) times, or
+ * fewer (FORK_MIN at least) once FORK_BUDGET_S passed: a machine with one
+ * CPU or under load forks slowly.  Then on until every worker did some
+ * work (a loaded machine may not run one in the pauses between the first
+ * forks), up to a hang.
  */
+#define FORK_MIN 16
+#define FORK_BUDGET_S 20
 static void fork_under_load(const unsigned int nr_work[NR_WORK],
 			    unsigned int nr_trees, bool periodic,
 			    uint64_t period_ns, long forks)
@@ -304,9 +308,10 @@ static void fork_under_load(const unsigned int nr_work[NR_WORK],
 			nr_workers++;
 		}
 	forks = harness_scale(forks);
-	for (double end = harness_now() + HARNESS_HANG_S;
-	     (done < forks || (!all_worked(w, nr_workers) &&
-			       harness_now() < end)) &&
+	for (double budget = harness_now() + FORK_BUDGET_S,
+		    end = harness_now() + HARNESS_HANG_S;
+	     ((done < forks && (done < FORK_MIN || harness_now() < budget)) ||
+	      (!all_worked(w, nr_workers) && harness_now() < end)) &&
 	     !harness_test_failed(); done++) {
 		pid_t pid;
 		int status;
@@ -342,8 +347,8 @@ stop:
 	/* Whether the forks landed amid every worker's work. */
 	for (unsigned int i = 0; i < nr_workers; i++)
 		idle += !w[i].ops;
-	harness_info("%ld forks, %u workers, %u of them never ran", done,
-		     nr_workers, idle);
+	harness_info("%ld of %ld forks, %u workers, %u of them never ran",
+		     done, forks, nr_workers, idle);
 out:
 	for (unsigned int i = 0; i < nr_trees; i++)
 		tree_fini(&l->trees[i]);

@@ -94,6 +94,13 @@ bool harness_check_ulong(bool ok, const char *file, int line, const char *a,
 /* Print a line of context (e.g. the inputs of a failed check). */
 __attribute__((format(printf, 1, 2))) void harness_log(const char *fmt, ...);
 
+/*
+ * Print a coverage line, "INFO ...": what a test saw of an interleaving
+ * it cannot force (a race won one way or the other, retries, aborts).  It
+ * never fails the test: tests assert outcomes, never that a race happened.
+ */
+__attribute__((format(printf, 1, 2))) void harness_info(const char *fmt, ...);
+
 /* True when a check of the current test failed (in this process). */
 bool harness_test_failed(void);
 

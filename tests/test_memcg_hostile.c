@@ -104,7 +104,8 @@ static void *charge_into_parked(void *arg)
 {
 	struct parked *p = arg;
 
-	tally_memcg_charge(p->g, 8192, 0);
+	/* Past the max whatever the callback frees: refused. */
+	CHECK_EQ_LONG(tally_memcg_charge(p->g, 8192, 0), -ENOMEM);
 	return NULL;
 }
 

@@ -619,8 +619,8 @@ TEST(a_handle_used_after_its_last_put_aborts_in_debug_builds)
 			    tally_memcg_destroy(g))
 				_exit(2);
 			tally_memcg_put(g);	/* the last reference */
-			if (calls == 0)
-				tally_memcg_charge(g, 1 << 20, 0);
+			if (calls == 0 && !tally_memcg_charge(g, 1 << 20, 0))
+				_exit(4);	/* charged a freed group */
 			else if (calls == 1)
 				tally_memcg_destroy(g);
 			else

@@ -135,7 +135,10 @@ struct tally_jemalloc_options {
  *
  * Return: 0, -EINVAL (an option out of range), -EBUSY (already
  * installed), -ENOTSUP (the jemalloc this library was linked with does
- * not answer its controls, or is not 5.x), -ENOMEM.
+ * not answer its controls, or is not 5.x), -E2BIG (the pages the
+ * automatic arenas already hold, adopted by @auto_group with one
+ * %TALLY_MEMCG_NOFAIL charge, are more than its max or an ancestor's:
+ * nothing is installed or charged), -ENOMEM.
  */
 int tally_jemalloc_init(const struct tally_jemalloc_options *opts);
 

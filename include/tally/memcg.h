@@ -120,6 +120,9 @@
 #include <tally/percpu.h>
 #include <tally/stats.h>
 
+/* A result whose neglect is a bug: the compiler warns when it is dropped. */
+#define TALLY_MUST_CHECK_ __attribute__((warn_unused_result))
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -462,8 +465,10 @@ int tally_memcg_get_limits(const struct tally_memcg *g,
  * %TALLY_MEMCG_NOFAIL charge larger than some level's max, or that would
  * take some level's usage past LONG_MAX: nothing charged); -EINVAL (NULL
  * without a current group, bytes out of range, unknown flags, a tree on
- * a simulated domain).
+ * a simulated domain).  A charge's result must be read (the compiler
+ * warns otherwise): a refused charge changed nothing.
  */
+TALLY_MUST_CHECK_
 static inline int tally_memcg_charge(struct tally_memcg *g, long bytes,
 				     unsigned int flags);
 
@@ -483,6 +488,7 @@ static inline int tally_memcg_charge(struct tally_memcg *g, long bytes,
  * Return: as tally_memcg_charge(); -EINVAL also for a CPU out of range or
  * a tree on the system domain.
  */
+TALLY_MUST_CHECK_
 int tally_memcg_charge_cpu(struct tally_memcg *g, unsigned int cpu,
 			   long bytes, unsigned int flags);
 
@@ -1087,6 +1093,7 @@ struct tally_memcg_fast_ {
  *
  * Return: as tally_memcg_charge().
  */
+TALLY_MUST_CHECK_
 int tally_memcg_charge_slow_(struct tally_memcg *g, long bytes,
 			     unsigned int flags);
 

@@ -157,6 +157,7 @@ static int install_auto(struct tally_memcg *g)
 {
 	unsigned int narenas, nauto;
 	size_t len = sizeof(narenas), oversize = 0;
+	long held[MAX_ARENAS], total = 0;	/* -1: not hooked */
 	char name[64];
 
 	if (mallctl("arenas.narenas", &narenas, &len, NULL, 0) ||
@@ -179,18 +180,21 @@ static int install_auto(struct tally_memcg *g)
 	if (narenas > MAX_ARENAS)
 		narenas = MAX_ARENAS;
 	refresh_stats();
+	/*
+	 * What the arenas hold is adopted, charged at once: a max below it
+	 * is refused before anything is hooked.
+	 */
 	for (unsigned int i = 0; i < narenas; i++) {
-		struct arena *a = &tj.arenas[i];
-		extent_hooks_t *hp = &a->hooks;
 		bool init = false;
-		long held = 0;
 
+		held[i] = -1;		/* not hooked */
 		snprintf(name, sizeof(name), "arena.%u.initialized", i);
 		len = sizeof(init);
 		if (mallctl(name, &init, &len, NULL, 0))
 			return -ENOTSUP;
 		if (!init && i >= nauto)
 			continue;	/* a huge arena that could not be made */
+		held[i] = 0;
 		if (init) {
 			long active, dirty, muzzy;
 			size_t retained = 0;
@@ -199,18 +203,29 @@ static int install_auto(struct tally_memcg *g)
 			snprintf(name, sizeof(name),
 				 "stats.arenas.%u.retained", i);
 			read_size(name, &retained);
-			held = active + dirty + muzzy + (long)retained;
+			held[i] = active + dirty + muzzy + (long)retained;
 		}
+		total += held[i];
+	}
+	if (total > 0) {
+		int err = tally_memcg_charge(g, total, TALLY_MEMCG_NOFAIL);
+
+		if (err < 0)
+			return err;
+		tally_memcg_stat_mod(g, TALLY_MEMCG_ANON, total);
+	}
+	for (unsigned int i = 0; i < narenas; i++) {
+		struct arena *a = &tj.arenas[i];
+		extent_hooks_t *hp = &a->hooks;
+
+		if (held[i] < 0)
+			continue;
 		tally_je_hooks_init(a, i);
 		a->is_auto = true;
 		group_hold(g);
 		atomic_store(&a->group, g);
-		atomic_store(&a->charged, held);
-		tj.adopted += held;
-		if (held > 0) {
-			tally_memcg_charge(g, held, TALLY_MEMCG_NOFAIL);
-			tally_memcg_stat_mod(g, TALLY_MEMCG_ANON, held);
-		}
+		atomic_store(&a->charged, held[i]);
+		tj.adopted += held[i];
 		snprintf(name, sizeof(name), "arena.%u.extent_hooks", i);
 		tally_je_installing(true);
 		int ret = mallctl(name, NULL, NULL, &hp, sizeof(hp));

@@ -487,3 +487,34 @@ TEST(auto_group_charges_the_allocations_of_threads_without_a_group)
 	CHECK_EQ_LONG(usage(g), st.charged);
 	harness_child_exit();
 }
+
+/*
+ * A max below what jemalloc's automatic arenas already hold cannot be
+ * kept: the adoption is refused (-E2BIG) with nothing hooked or charged,
+ * and the same group with room for it is installed afterwards.
+ */
+TEST(an_auto_group_whose_max_is_below_what_is_adopted_is_refused)
+{
+	if (!harness_is_child()) {
+		const char *const env[] = { NULL };
+
+		CHECK_EQ_LONG(RERUN_THIS_TEST(env), 0);
+		return;
+	}
+	struct tally_memcg_tree *t = util_memcg_tree(NULL, 0);
+	struct tally_memcg *g = util_memcg_group(tally_memcg_root(t), "all");
+	struct tally_jemalloc_options opts = { .auto_group = g };
+	struct tally_jemalloc_stats st;
+
+	REQUIRE(g);
+	REQUIRE(tally_memcg_set_limit(g, TALLY_MEMCG_MAX, 4096) == 0);
+	CHECK_EQ_LONG(tally_jemalloc_init(&opts), -E2BIG);
+	CHECK_EQ_LONG(usage(g), 0);
+	REQUIRE(tally_memcg_set_limit(g, TALLY_MEMCG_MAX,
+				      TALLY_MEMCG_UNLIMITED) == 0);
+	REQUIRE(tally_jemalloc_init(&opts) == 0);
+	REQUIRE(tally_jemalloc_stats(NULL, &st) == 0);
+	CHECK(st.adopted > 4096);
+	CHECK_EQ_LONG(usage(g), st.adopted);
+	harness_child_exit();
+}

@@ -486,6 +486,41 @@ unregistered:
 }
 
 /**
+ * tally_percpu_slot_release_() - internal: free slot @idx of the current
+ *	CPU if its key is still @old and its value 0.
+ * @slots: per-CPU pointer to the slot arrays, on the system domain.
+ * @idx: the slot, below %TALLY_PERCPU_SLOTS_.
+ * @old: the key expected there.
+ *
+ * Context: MT-safe, async-signal-safe: one restartable sequence.
+ *
+ * Return: 1 freed, 0 refused (the key changed, or the slot holds a value
+ * again), -1 no rseq area yet.
+ */
+static inline int tally_percpu_slot_release_(void *slots, unsigned int idx,
+					     const void *old)
+{
+	long sofs = (long)idx * 16;
+
+	TALLY_RSEQ_(TALLY_RSEQ_CPU_COPY_("base")
+		    "addq %[sofs], %%rax\n\t"
+		    "cmpq %[old], (%%rax)\n\t"
+		    "jne %l[refused]\n\t"
+		    "cmpq $0, 8(%%rax)\n\t"
+		    "jne %l[refused]\n\t",
+		    "movq $0, (%%rax)",
+		    (),
+		    ([base] "r" (slots), [sofs] "r" (sofs), [old] "r" (old)),
+		    ("rax"),
+		    (unregistered, refused));
+	return 1;
+refused:
+	return 0;
+unregistered:
+	return -1;
+}
+
+/**
  * tally_percpu_slot_install_() - internal: make slot @idx of the current
  *	CPU @key's, if it still holds @old with a value of 0, no slot of
  *	this CPU has @key already, and *@stop is 0.

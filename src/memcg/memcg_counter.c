@@ -166,14 +166,20 @@ int memcg_counters_uncharge(struct tally_memcg *g, long n)
 }
 
 /*
- * A drain's uncharge of what the stocks held.  A caller that uncharged
- * more than it charged may have left more there than @g's counter holds:
- * clamp at 0 rather than refuse, so that the stocks' legitimate bytes are
- * not kept counted for ever.
+ * A drain's or an eviction's uncharge of what a slot of @g held.  A
+ * destroyed group's slot goes back to its nearest live ancestor: until it
+ * was drained, uncharges through a handle of the dead group could put
+ * there bytes charged, after the destroy, to that ancestor alone.  A
+ * caller that uncharged more than it charged may have left more there
+ * than the counter holds: clamp at 0 rather than refuse, so that the
+ * stocks' legitimate bytes are not kept counted for ever.
  */
 void memcg_counters_give_back(struct tally_memcg *g, long n)
 {
-	long usage = LOAD(&g->usage), take;
+	long usage, take;
+
+	g = memcg_resolve(g);
+	usage = LOAD(&g->usage);
 
 	do {
 		take = usage < n ? usage : n;

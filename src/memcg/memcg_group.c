@@ -113,14 +113,18 @@ static void group_release(struct grace_node *node)
 /*
  * A grace period after @node's group was destroyed: the statistics
  * updates that had resolved to it before (and land in its detached
- * statistics group) have ended; fold them into the ancestors' values too.
+ * statistics group) have ended; fold them into the ancestors' values too,
+ * unless this callback holds the group's last reference: its release,
+ * one grace period on, folds them with the group's end (one flush, and
+ * its barrier, fewer for a group put at once, as a query's is).
  */
 static void group_fold_late(struct grace_node *node)
 {
 	struct tally_memcg *g = (struct tally_memcg *)
 		((char *)node - offsetof(struct tally_memcg, fold_node));
 
-	stats_group_fold(g->stats);
+	if (__atomic_load_n(&g->refs, __ATOMIC_ACQUIRE) > 1)
+		stats_group_fold(g->stats);
 	memcg_put(g);
 }
 

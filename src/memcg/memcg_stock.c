@@ -246,10 +246,36 @@ static void rseq_barrier(struct tally_memcg_tree *t)
 	(void)t;
 }
 
+/*
+ * The slots of @h's subtree on the drainer's own CPU, emptied and freed
+ * by sequences of that CPU: no barrier is needed for them.  A slot whose
+ * sequence refuses (the thread migrated, a charge or an uncharge changed
+ * it) is left to the closing pass.  A group that was only used on the
+ * destroying thread's CPU is destroyed without a membarrier().
+ */
+static void drain_own_cpu(struct tally_memcg_tree *t, struct tally_memcg *h)
+{
+	void *stocks = t->stocks;
+	struct memcg_slot *slots = memcg_cpu_slots(stocks, tally_current_cpu());
+
+	for (unsigned int i = 0; i < MEMCG_SLOTS; i++) {
+		uintptr_t w = LOAD(&slots[i].group);
+		long bytes = 0;
+
+		if (!w || (w & SLOT_CLOSED) ||
+		    !in_subtree((struct tally_memcg *)w, h) ||
+		    tally_percpu_slot_evict_(stocks, i, (void *)w, &bytes) <= 0)
+			continue;
+		give_back(w, bytes);
+		(void)tally_percpu_slot_release_(stocks, i, (void *)w);
+	}
+}
+
 static void drain_rseq(struct tally_memcg_tree *t, struct tally_memcg *h)
 {
 	bool closed = false;
 
+	drain_own_cpu(t, h);
 	for (unsigned int cpu = 0; cpu < t->nr_cpus; cpu++) {
 		struct memcg_slot *slots = memcg_cpu_slots(t->stocks, cpu);
 

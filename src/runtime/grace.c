@@ -169,7 +169,15 @@ bool grace_wait(struct grace_domain *d, long deadline_ns)
 	/* Its own section would hold the epoch back until the deadline. */
 	if (inside(d))
 		return false;
+	/*
+	 * Under the lock: an advance in flight (another waiter's, which
+	 * checked the readers before this wait began) must not count as
+	 * one of ours.  Read without it, the epoch could be the one before
+	 * that advance's store (formal/charge.pml, MUTANT_WAIT_START_UNLOCKED).
+	 */
+	pthread_mutex_lock(&d->lock);
 	target = __atomic_load_n(&d->epoch, __ATOMIC_SEQ_CST) + 2;
+	pthread_mutex_unlock(&d->lock);
 	backoff_begin(&b, deadline_ns);
 	for (int tries = 0;; tries++) {
 		unsigned long e;

@@ -157,13 +157,16 @@ void tally_memcg_get(struct tally_memcg *g)
 
 void tally_memcg_put(struct tally_memcg *g)
 {
+	struct tally_memcg_tree *t;
+
 	if (!g)
 		return;
 	memcg_check_handle(g);
 	if (!g->parent)
 		return;		/* the root lives as long as its tree */
+	t = g->tree;		/* g may be freed once put */
 	memcg_put(g);
-	grace_poll(&g->tree->grace);
+	grace_poll(&t->grace);
 }
 
 int tally_memcg_tree_create(struct tally_memcg_tree **out,

@@ -71,6 +71,10 @@
  * checked, so a refusal at an ancestor of the victim can drain, wait and
  * refuse while the evicted bytes are still on their way to the counters.
  * spin must find the false refusal.
+ * -DMUTANT_DESTROY_NO_WAIT (with CONFIG_DESTROY): destroy drains without
+ * grace_wait(); spin must find a slot of A after the drain.
+ * -DMUTANT_FORK_NO_WAIT (with CONFIG_FORK): fork takes its locks without
+ * grace_wait(); spin must find bytes in transfer at the fork instant.
  */
 
 #define P	0
@@ -145,14 +149,25 @@ bit destroyed;		/* destroy's drain is done */
 
 /* ---- ghost bookkeeping ------------------------------------------------- */
 
-/* Add @d (signed) to tr[] on @g's chain; inside the caller's atomic. */
+/*
+ * Add @d (signed) to x[g] for a ghost x: a destroyed group's own level is
+ * no longer kept exact (its work goes to its parent, a drain of its slot
+ * clamps at 0: memcg_counters_give_back()), so only there may it clamp.
+ */
+#define GHOST_ADD(x, g, d) \
+	if \
+	:: x[g] + (d) >= 0 -> x[g] = x[g] + (d) \
+	:: else -> assert(dead[g]); x[g] = 0 \
+	fi
+
+/* Add @d to tr[] on @g's chain; inside the caller's atomic. */
 inline tr_chain(g, d)
 {
 	if
 	:: (g) != NG ->
-		tr[g] = tr[g] + (d);
+		GHOST_ADD(tr, g, d);
 		if
-		:: PARENT(g) != NG -> tr[PARENT(g)] = tr[PARENT(g)] + (d)
+		:: PARENT(g) != NG -> GHOST_ADD(tr, PARENT(g), d)
 		:: else
 		fi
 	:: else
@@ -162,9 +177,9 @@ inline tr_chain(g, d)
 /* The same for ch[]: charges taken from or given to a slot. */
 inline ch_chain(g, d)
 {
-	ch[g] = ch[g] + (d);
+	GHOST_ADD(ch, g, d);
 	if
-	:: PARENT(g) != NG -> ch[PARENT(g)] = ch[PARENT(g)] + (d)
+	:: PARENT(g) != NG -> GHOST_ADD(ch, PARENT(g), d)
 	:: else
 	fi
 }
@@ -285,6 +300,7 @@ inline try_add(g, n, b, chk, h)
 /*
  * memcg_counters_give_back(g, x): the bytes of a slot back to the
  * counters, one atomic subtraction per level; they were a transfer's.
+ * Only a destroyed group's own level may hold less (clamped at 0).
  */
 inline give_back(g, x)
 {
@@ -293,9 +309,8 @@ inline give_back(g, x)
 	:: lv == NG -> break
 	:: else ->
 		atomic {
-			assert(usage[lv] >= (x) && tr[lv] >= (x));
-			usage[lv] = usage[lv] - (x);
-			tr[lv] = tr[lv] - (x);
+			GHOST_ADD(usage, lv, -(x));
+			GHOST_ADD(tr, lv, -(x));
 			lv = PARENT(lv)
 		}
 	od;
@@ -348,7 +363,9 @@ inline drain(h)
 			fi
 		}
 		if
-		:: vg != NG && vb > 0 -> give_back(vg, vb)
+		:: vg != NG && vb > 0 ->
+			EVENT(18, dead[vg]);
+			give_back(vg, vb)
 		:: else
 		fi;
 		i++
@@ -390,7 +407,7 @@ inline install(g, b)
 #endif
 	if
 	:: pr -> ok = 0; EVENT(6, 1)
-	:: else -> ok = !dead[g]
+	:: else -> ok = !dead[g]; EVENT(17, !ok)
 	fi;
 	if
 	:: ok ->
@@ -507,6 +524,7 @@ inline charge(G0, n)
 	if
 	:: !done ->
 		g = (dead[G0] -> PARENT(G0) : G0);	/* memcg_resolve() */
+		EVENT(19, g != G0);
 		grace_enter(idx);			/* memcg_transfer_begin() */
 		chain_under_pressure(g, pr);
 		EVENT(8, pr);
@@ -660,7 +678,9 @@ proctype destroyer()
 	LOCALS;
 
 	dead[A] = 1;
+#ifndef MUTANT_DESTROY_NO_WAIT
 	grace_wait();
+#endif
 	lock(drain_lock);
 	drain(A);
 	destroyed = 1;
@@ -681,7 +701,9 @@ proctype forker()
 	LOCALS;
 
 	root_pressure = 1;
+#ifndef MUTANT_FORK_NO_WAIT
 	grace_wait();
+#endif
 	lock(drain_lock);
 	atomic {
 		/* the child: every byte is charged or in a slot */
@@ -719,10 +741,20 @@ proctype monitor()
  * bytes in P's slot the refuser is refused from its first try, before
  * the worker's refills (which then see the pressure); with 1, the
  * worker's refill comes first and the refusal meets its slot and carry.
+ * For the destroy, A has no slot (B and P have one each): the worker's
+ * first charge of A installs it, racing with the destroy.
  */
 init
 {
 	atomic {
+#ifdef CONFIG_DESTROY
+		sg[0] = B;
+		sb[0] = 1;
+		usage[B] = 1;
+		sg[1] = P;
+		sb[1] = 1;
+		usage[P] = 1;
+#else
 		sg[0] = A;
 		sb[0] = 1;
 		sg[1] = P;
@@ -732,6 +764,7 @@ init
 		fi;
 		usage[A] = 1;
 		usage[P] = 1 + sb[1];
+#endif
 		run monitor();
 		run worker();
 #ifdef CONFIG_DESTROY

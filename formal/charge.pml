@@ -133,16 +133,8 @@ bit destroyed;		/* destroy's drain is done */
 
 #define NPROCS	2
 
-/*
- * EVENT(k, c): path k is taken (when c holds).  Built with -DPROBE=k, the
- * model asserts it is not, and spin must find the path: the check that
- * the verification is not vacuous (scripts/check-spin.sh).
- */
-#ifdef PROBE
-#define EVENT(k, c)	assert(!(c) || PROBE != (k))
-#else
-#define EVENT(k, c)	skip
-#endif
+/* EVENT(k, c): path k of the list in formal/README.md is taken here */
+#include "probe.h"
 
 #define CONSERVED(g)	(usage[g] == ch[g] + SLOTS(g) + tr[g])
 #define FITS(g)		(usage[g] <= MAXOF(g))
@@ -707,6 +699,7 @@ proctype forker()
 	lock(drain_lock);
 	atomic {
 		/* the child: every byte is charged or in a slot */
+		EVENT(20, readers[0] + readers[1] > 0);
 		assert(tr[P] == 0 && tr[A] == 0 && tr[B] == 0);
 		assert(usage[P] == ch[P] + SLOTS(P) &&
 		       usage[A] == ch[A] + SLOTS(A) &&

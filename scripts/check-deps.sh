@@ -25,10 +25,11 @@ why=$tmp/why
 # systemd unit and no init script, and pulls in none that does.
 allowed=" gcc libc6-dev make libasan8 libubsan1 libtsan2 binutils pkg-config "
 allowed="$allowed gnuplot-nox python3 python3-prometheus-client "
-allowed="$allowed libmicrohttpd-dev libjemalloc-dev "
+allowed="$allowed libmicrohttpd-dev libjemalloc-dev spin "
 
 # A fresh machine: every program of the system but the compilers, make,
-# binutils, pkg-config, gnuplot, apt-get, id and the Prometheus tools.
+# binutils, pkg-config, gnuplot, spin, apt-get, id and the Prometheus
+# tools.
 sys=$tmp/sys
 mkdir "$sys"
 for f in /usr/bin/* /usr/sbin/*; do
@@ -36,7 +37,7 @@ for f in /usr/bin/* /usr/sbin/*; do
 	case "$n" in
 	gcc*|*-gcc*|cc|c89*|c99*|cpp*|*-cpp*|make|gnuplot*|nm|*-nm|readelf|\
 	*-readelf|*pkg-config*|pkgconf|apt-get|apt|id|promtool|prometheus*|\
-	systemctl|service|invoke-rc.d|deb-systemd-*|python3*) continue ;;
+	systemctl|service|invoke-rc.d|deb-systemd-*|python3*|spin) continue ;;
 	esac
 	[ -e "$sys/$n" ] || ln -s "$f" "$sys/$n"
 done
@@ -188,7 +189,7 @@ fi
 cmd=$(grep -e '--no-install-recommends' "$tmp/out")
 for p in gcc libc6-dev make libasan8 libubsan1 libtsan2 binutils \
 	pkg-config libmicrohttpd-dev python3 python3-prometheus-client \
-	gnuplot-nox; do
+	gnuplot-nox spin; do
 	case " $cmd " in
 	*" $p "*) ;;
 	*) echo "the command does not name $p" >> "$why" ;;

@@ -31,16 +31,20 @@
  *		grace_wait, drain + try_add under drain_lock, move up).
  *
  * Processes (CONFIG, chosen with -D at spin -a time):
- *   default		worker (charge A 2, charge B 1, uncharge A 2,
- *			uncharge B 1: fast path, refill with deposit,
- *			refill with eviction, give, carry) and refuser
- *			(charge REFUSER_GROUP REFUSER_BYTES: refills, and
- *			refuses when the counters are full of slots), both
- *			through the same charge(), so the worker may refuse
- *			too: two refusals at once.
+ *   default		worker (charge A 1: the fast path; charge A 1: a
+ *			refill into A's slot; charge B 1: a refill that
+ *			installs B, evicting A's or P's slot; uncharge A 2:
+ *			a give, or a carry when A's slot is full; uncharge
+ *			B 1) and refuser (charge REFUSER_GROUP, default A,
+ *			REFUSER_BYTES: a refill, or a refusal when the
+ *			counters are full of slot bytes), both through the
+ *			same charge(), so the worker may be refused too:
+ *			two refusals at once.
  *   -DCONFIG_DESTROY	worker and destroyer (destroy A: dead, grace_wait,
  *			drain), the worker's work resolving to P once A is
- *			dead (memcg_resolve()).
+ *			dead (memcg_resolve()); with -DDESTROY_AND_REFUSE
+ *			the refuser too (best at P: -DREFUSER_GROUP=P),
+ *			whose drains of P's subtree meet the destroy's.
  *   -DCONFIG_FORK	worker and forker (fork prepare: pressure on the
  *			root, grace_wait, drain_lock: the child's state).
  *
@@ -75,6 +79,9 @@
  * grace_wait(); spin must find a slot of A after the drain.
  * -DMUTANT_FORK_NO_WAIT (with CONFIG_FORK): fork takes its locks without
  * grace_wait(); spin must find bytes in transfer at the fork instant.
+ * -DMUTANT_WAIT_START_UNLOCKED: grace_wait() reads the epoch it starts
+ * from without the domain's lock; with two waiters (CONFIG_DESTROY with
+ * DESTROY_AND_REFUSE) spin must find the false refusal.
  */
 
 #define P	0
@@ -97,7 +104,7 @@
 #define REFUSER_GROUP	A
 #endif
 #ifndef REFUSER_BYTES
-#define REFUSER_BYTES	2	/* worker's 2 + 2 <= MAX_P: always fits */
+#define REFUSER_BYTES	2	/* the worker's 2 + 2 <= MAX_A, MAX_P */
 #endif
 
 #define PARENT(g)	((g) == A -> P : NG)
@@ -131,10 +138,29 @@ byte tr[3];		/* bytes of transfers in flight counted there */
 byte finished;		/* processes that ended */
 bit destroyed;		/* destroy's drain is done */
 
+/* which processes run besides the worker */
+#if defined(CONFIG_DESTROY) || defined(CONFIG_FORK)
+#if defined(CONFIG_DESTROY) && defined(DESTROY_AND_REFUSE)
+#define WITH_REFUSER
+#define NPROCS	3
+#else
 #define NPROCS	2
+#endif
+#else
+#define WITH_REFUSER
+#define NPROCS	2
+#endif
 
 /* EVENT(k, c): path k of the list in formal/README.md is taken here */
 #include "probe.h"
+
+/* grace_waits in progress, for EVENT 21 only */
+#ifdef PROBES
+byte waiting;
+#define WAITING(d)	waiting = waiting + (d)
+#else
+#define WAITING(d)	skip
+#endif
 
 #define CONSERVED(g)	(usage[g] == ch[g] + SLOTS(g) + tr[g])
 #define FITS(g)		(usage[g] <= MAXOF(g))
@@ -142,9 +168,10 @@ bit destroyed;		/* destroy's drain is done */
 /* ---- ghost bookkeeping ------------------------------------------------- */
 
 /*
- * Add @d (signed) to x[g] for a ghost x: a destroyed group's own level is
- * no longer kept exact (its work goes to its parent, a drain of its slot
- * clamps at 0: memcg_counters_give_back()), so only there may it clamp.
+ * Add @d (signed) to x[g], a counter or a ghost.  A destroyed group's own
+ * level is no longer kept exact (its work goes to its parent, and a drain
+ * of its slot clamps at 0: memcg_counters_give_back()), so only there may
+ * it go below 0 (clamped); anywhere else that is an error.
  */
 #define GHOST_ADD(x, g, d) \
 	if \
@@ -176,6 +203,7 @@ inline ch_chain(g, d)
 	fi
 }
 
+/* pthread_mutex_lock() of drain_lock or of the domain's lock */
 inline lock(l)
 {
 	atomic { l == 0 -> l = 1 }
@@ -202,14 +230,28 @@ inline grace_leave(idx)
 }
 
 /*
- * grace_wait(): advance the epoch twice from where it was, each advance
- * (under the domain's lock: load e, sum readers[(e + 1) & 1], store e + 1)
- * only when that count is zero; the nap between tries is a block here,
- * and there is no deadline (sections are short and never block).
+ * grace_wait(): the epoch it starts from is read under the domain's lock,
+ * then the epoch must advance twice from there, by this waiter or another
+ * one; each advance (under the lock: load e, sum readers[(e + 1) & 1],
+ * store e + 1) only when that count is zero.  The nap between tries is a
+ * block here, and there is no deadline (sections are short and never
+ * block).
+ *
+ * The start must be read under the lock: read outside it, it may fall
+ * between another waiter's check of the readers and its store of the
+ * epoch, and that advance, whose check came before this wait began,
+ * would count as this wait's first (-DMUTANT_WAIT_START_UNLOCKED).
  */
 inline grace_wait()
 {
+#ifdef MUTANT_WAIT_START_UNLOCKED
 	e0 = epoch;
+#else
+	lock(grace_lock);
+	e0 = epoch;
+	unlock(grace_lock);
+#endif
+	WAITING(1);
 	do
 	:: epoch >= e0 + 2 -> break
 	:: else ->
@@ -218,12 +260,14 @@ inline grace_wait()
 		if
 		:: e < e0 + 2 ->
 			EVENT(14, readers[(e + 1) % 2] != 0);
+			EVENT(21, waiting == 2);
 			readers[(e + 1) % 2] == 0;
 			epoch = e + 1
 		:: else
 		fi;
 		unlock(grace_lock)
 	od;
+	WAITING(-1);
 	e0 = 0;
 	e = 0
 }
@@ -650,7 +694,7 @@ proctype worker()
 	finished++
 }
 
-#if !defined(CONFIG_DESTROY) && !defined(CONFIG_FORK)
+#ifdef WITH_REFUSER
 proctype refuser()
 {
 	LOCALS;
@@ -761,10 +805,11 @@ init
 		run monitor();
 		run worker();
 #ifdef CONFIG_DESTROY
-		run destroyer()
+		run destroyer();
 #elif defined(CONFIG_FORK)
-		run forker()
-#else
+		run forker();
+#endif
+#ifdef WITH_REFUSER
 		run refuser()
 #endif
 	}

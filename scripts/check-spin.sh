@@ -91,22 +91,30 @@ info() {
 	echo "  $1: $states states, $memory MB, ${secs}s"
 }
 
+# run_model NAME LABEL MODEL [SPIN-OPTION...]: build pan for MODEL in
+# $work/NAME and search; false, NAME failed, when it cannot be built.
+run_model() {
+	name=$1
+	label=$2
+	model=$3
+	dir=$work/$name
+	shift 3
+	if ! build "$dir" "$model" "$@"; then
+		fail "$name" "$why"
+		return 1
+	fi
+	search "$dir"
+	info "$label"
+}
+
 # verify NAME LABEL MODEL "K:PATH..." [SPIN-OPTION...]: the model
 # verifies (test NAME), then reaches each path K (tests
 # ${NAME%_verifies*}_reaches_PATH).
 verify() {
-	name=$1
-	label=$2
-	model=$3
 	paths=$4
+	a1=$1 a2=$2 a3=$3
 	shift 4
-	dir=$work/$name
-	if ! build "$dir" "$model" -DPROBES "$@"; then
-		fail "$name" "$why"
-		return
-	fi
-	search "$dir"
-	info "$label"
+	run_model "$a1" "$a2" "$a3" -DPROBES "$@" || return
 	if [ "$complete" = yes ] && [ "$errors" = 0 ]; then
 		pass "$name"
 	else
@@ -133,18 +141,10 @@ verify() {
 # violation of the assertion whose text contains ASSERTION (pan's
 # spelling) in the mutant, and writes its trail.
 reject() {
-	name=$1
-	label=$2
-	model=$3
 	assertion=$4
+	a1=$1 a2=$2 a3=$3
 	shift 4
-	dir=$work/$name
-	if ! build "$dir" "$model" "$@"; then
-		fail "$name" "$why"
-		return
-	fi
-	search "$dir"
-	info "$label"
+	run_model "$a1" "$a2" "$a3" "$@" || return
 	violated=$(grep -m 1 '^pan:1: assertion violated' "$out")
 	if [ "$errors" != "?" ] && [ "$errors" -gt 0 ] &&
 	   [ -s "$dir/$model.trail" ] &&

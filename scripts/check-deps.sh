@@ -25,12 +25,12 @@ why=$tmp/why
 # systemd unit and no init script, and pulls in none that does.
 allowed=" gcc libc6-dev make libasan8 libubsan1 libtsan2 binutils pkg-config "
 allowed="$allowed gnuplot-nox python3 python3-prometheus-client "
-allowed="$allowed libmicrohttpd-dev libjemalloc-dev "
+allowed="$allowed libmicrohttpd-dev libjemalloc-dev spin "
 allowed="$allowed clang-14 libclang-rt-14-dev "
 
 # A fresh machine: every program of the system but the compilers (gcc,
-# clang), make,
-# binutils, pkg-config, gnuplot, apt-get, id and the Prometheus tools.
+# clang), make, binutils, pkg-config, gnuplot, spin, apt-get, id and the
+# Prometheus tools.
 sys=$tmp/sys
 mkdir "$sys"
 for f in /usr/bin/* /usr/sbin/*; do
@@ -38,7 +38,7 @@ for f in /usr/bin/* /usr/sbin/*; do
 	case "$n" in
 	gcc*|*-gcc*|cc|c89*|c99*|cpp*|*-cpp*|clang*|make|gnuplot*|nm|*-nm|readelf|\
 	*-readelf|*pkg-config*|pkgconf|apt-get|apt|id|promtool|prometheus*|\
-	systemctl|service|invoke-rc.d|deb-systemd-*|python3*) continue ;;
+	systemctl|service|invoke-rc.d|deb-systemd-*|python3*|spin) continue ;;
 	esac
 	[ -e "$sys/$n" ] || ln -s "$f" "$sys/$n"
 done
@@ -190,7 +190,7 @@ fi
 cmd=$(grep -e '--no-install-recommends' "$tmp/out")
 for p in gcc libc6-dev make libasan8 libubsan1 libtsan2 binutils \
 	pkg-config libmicrohttpd-dev python3 python3-prometheus-client \
-	gnuplot-nox clang-14 libclang-rt-14-dev; do
+	gnuplot-nox clang-14 libclang-rt-14-dev spin; do
 	case " $cmd " in
 	*" $p "*) ;;
 	*) echo "the command does not name $p" >> "$why" ;;

@@ -6,10 +6,11 @@
 # the sanitizer runtimes, clang-14 with libclang-rt-14-dev (the fuzzers),
 # binutils, pkg-config, gnuplot-nox, Debian's
 # python3 with python3-prometheus-client (the OpenMetrics parser of the
-# tests) and libmicrohttpd-dev (the optional HTTP endpoint).  As root,
-# what is missing is printed by name, then installed with
-# `apt-get install -y --no-install-recommends`; as another user the script
-# names what is missing, gives the command that installs it and exits 1.
+# tests), libmicrohttpd-dev (the optional HTTP endpoint) and spin (the
+# model checker of formal/).  As root, what is missing is printed by name,
+# then installed with `apt-get install -y --no-install-recommends`; as
+# another user the script names what is missing, gives the command that
+# installs it and exits 1.
 #
 # Tools the tests need that come with a service are never installed:
 # promtool and the Prometheus server are taken from the Debian package
@@ -78,6 +79,9 @@ if [ "$target" = test ]; then
 	[ -x "$python" ] || need="$need python3"
 	"$python" -c 'import prometheus_client.openmetrics.parser' \
 		>/dev/null 2>&1 || need="$need python3-prometheus-client"
+	# The model checker of formal/'s protocol models (its pan programs
+	# are built with the compiler above).
+	have spin || need="$need spin"
 fi
 # make demo draws its plots with gnuplot; make test checks tally plot.
 if [ "$target" = demo ] || [ "$target" = test ]; then

@@ -45,6 +45,10 @@
 #                             build/tools) scrapes the HTTP endpoint of
 #                             examples/http_endpoint.c on 127.0.0.1 and
 #                             PromQL returns the values it set.
+#   scripts/check-spin.sh     the Promela models of formal/ (the charge
+#                             protocol, the grace domain) verify with
+#                             spin, reach every path they name, and
+#                             their mutants are rejected.
 # Sanitizer runs get TALLY_TEST_SCALE=0.5 (fewer iterations, shorter
 # stress runs).  Each binary has TALLY_TEST_TIMEOUT seconds (600).
 #
@@ -147,6 +151,7 @@ run_set fuzz scripts/check-fuzz.sh
 run_set docs scripts/check-docs.sh
 run_set readme scripts/check-readme.sh
 run_set prometheus scripts/check-prometheus.sh
+run_set spin scripts/check-spin.sh
 
 echo "$total_passed passed, $total_failed failed"
 [ "$total_failed" -eq 0 ]

@@ -79,6 +79,8 @@ tally run): no <jemalloc/jemalloc.h>; install Debian's libjemalloc-dev \
 to build it, or set JEMALLOC=no)
 endif
 JE_HEADERS := include/tally/jemalloc.h
+JE_SO_FILE := libtally_jemalloc.so.$(VERSION)
+JE_SONAME := libtally_jemalloc.so.0
 JE_OBJ := $(BUILD)/obj/src/jemalloc/tally_jemalloc.o \
 	$(BUILD)/obj/src/jemalloc/tally_jemalloc_hooks.o
 RUN_OBJ := $(BUILD)/obj/src/jemalloc/run_preload.o
@@ -154,8 +156,8 @@ lib: $(BUILD)/libtally.a $(BUILD)/$(SO_FILE) $(SO_LINKS) $(HTTP_FILES) \
 
 http: $(HTTP_LIB_FILES)
 
-jemalloc: $(BUILD)/libtally_jemalloc.a $(BUILD)/libtally_jemalloc.so \
-	$(BUILD)/libtally_run.so
+jemalloc: $(BUILD)/libtally_jemalloc.a $(BUILD)/$(JE_SO_FILE) \
+	$(BUILD)/$(JE_SONAME) $(BUILD)/libtally_jemalloc.so $(BUILD)/libtally_run.so
 
 tests: $(TEST_BIN) $(if $(SAN),,$(JE_TEST_BIN) $(RUN_PROBES))
 
@@ -237,17 +239,21 @@ $(BUILD)/libtally_jemalloc.a: $(JE_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-# libtally_jemalloc.so.0 needs libtally.so.0 (one copy of tally, one
-# current group per thread), found beside it.
-$(BUILD)/libtally_jemalloc.so.0: $(JE_OBJ) $(BUILD)/tally_jemalloc.map \
+# libtally_jemalloc: real file, soname and link-time name, as libtally's;
+# it needs libtally.so.0 (one copy of tally, one current group per
+# thread), found beside it.
+$(BUILD)/$(JE_SO_FILE): $(JE_OBJ) $(BUILD)/tally_jemalloc.map \
 		$(BUILD)/libtally.so
-	$(CC) -shared -Wl,-soname,libtally_jemalloc.so.0 \
+	$(CC) -shared -Wl,-soname,$(JE_SONAME) \
 		-Wl,--version-script,$(BUILD)/tally_jemalloc.map \
 		-Wl,--no-undefined-version -Wl,-rpath,'$$ORIGIN' \
 		-o $@ $(JE_OBJ) -L$(BUILD) -ltally $(JE_LIBS) $(LDFLAGS_ALL)
 
-$(BUILD)/libtally_jemalloc.so: $(BUILD)/libtally_jemalloc.so.0
-	ln -sf libtally_jemalloc.so.0 $@
+$(BUILD)/$(JE_SONAME): $(BUILD)/$(JE_SO_FILE)
+	ln -sf $(JE_SO_FILE) $@
+
+$(BUILD)/libtally_jemalloc.so: $(BUILD)/$(JE_SONAME)
+	ln -sf $(JE_SONAME) $@
 
 # run_preload.o last: its constructor installs the integration, whose
 # fork handler must be registered after libtally's (their constructors
@@ -423,7 +429,8 @@ fuzz-replay: $(FUZZ_BIN)
 # Headers keep their directories (include/tally/arch/...).  No ldconfig:
 # DESTDIR installs are staged; the symlinks are made here instead.
 # LIBDIR (e.g. $(PREFIX)/lib64 or /usr/lib/x86_64-linux-gnu), INCLUDEDIR
-# and BINDIR may be set apart from PREFIX; tally.pc names them.
+# and BINDIR may be set apart from PREFIX; the pkg-config files (tally.pc,
+# tally_http.pc, tally_jemalloc.pc: the libraries' names) name them.
 install: lib $(BUILD)/tally
 	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(BINDIR)
 	for h in $(INSTALL_HEADERS:include/%=%); do \
@@ -435,7 +442,8 @@ install: lib $(BUILD)/tally
 	ln -sf $(SO_FILE) $(DESTDIR)$(LIBDIR)/$(SONAME)
 	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libtally.so
 	install -m 755 $(BUILD)/tally $(DESTDIR)$(BINDIR)/
-	for pc in tally $(if $(filter yes,$(JEMALLOC)),tally-jemalloc); do \
+	for pc in tally $(if $(filter yes,$(HTTP)),tally_http) \
+		$(if $(filter yes,$(JEMALLOC)),tally_jemalloc); do \
 		sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' \
 			-e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' \
 			-e 's|@VERSION@|$(VERSION)|' \
@@ -443,8 +451,9 @@ install: lib $(BUILD)/tally
 	done
 ifeq ($(JEMALLOC),yes)
 	install -m 644 $(BUILD)/libtally_jemalloc.a $(DESTDIR)$(LIBDIR)/
-	install -m 755 $(BUILD)/libtally_jemalloc.so.0 $(DESTDIR)$(LIBDIR)/
-	ln -sf libtally_jemalloc.so.0 $(DESTDIR)$(LIBDIR)/libtally_jemalloc.so
+	install -m 755 $(BUILD)/$(JE_SO_FILE) $(DESTDIR)$(LIBDIR)/
+	ln -sf $(JE_SO_FILE) $(DESTDIR)$(LIBDIR)/$(JE_SONAME)
+	ln -sf $(JE_SONAME) $(DESTDIR)$(LIBDIR)/libtally_jemalloc.so
 	install -d $(DESTDIR)$(LIBDIR)/tally
 	install -m 755 $(BUILD)/libtally_run.so $(DESTDIR)$(LIBDIR)/tally/
 endif
@@ -453,9 +462,6 @@ ifeq ($(HTTP),yes)
 	install -m 755 $(BUILD)/$(HTTP_SO_FILE) $(DESTDIR)$(LIBDIR)/
 	ln -sf $(HTTP_SO_FILE) $(DESTDIR)$(LIBDIR)/$(HTTP_SONAME)
 	ln -sf $(HTTP_SONAME) $(DESTDIR)$(LIBDIR)/libtally_http.so
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' \
-		-e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' -e 's|@VERSION@|$(VERSION)|' \
-		tally_http.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/tally_http.pc
 endif
 
 # What install put there, with the same variables, and the directories of
@@ -473,10 +479,11 @@ uninstall:
 		$(DESTDIR)$(LIBDIR)/$(SONAME) $(DESTDIR)$(LIBDIR)/libtally.so \
 		$(DESTDIR)$(LIBDIR)/pkgconfig/tally.pc $(DESTDIR)$(BINDIR)/tally \
 		$(DESTDIR)$(LIBDIR)/libtally_jemalloc.a \
-		$(DESTDIR)$(LIBDIR)/libtally_jemalloc.so.0 \
+		$(DESTDIR)$(LIBDIR)/$(JE_SO_FILE) \
+		$(DESTDIR)$(LIBDIR)/$(JE_SONAME) \
 		$(DESTDIR)$(LIBDIR)/libtally_jemalloc.so \
 		$(DESTDIR)$(LIBDIR)/tally/libtally_run.so \
-		$(DESTDIR)$(LIBDIR)/pkgconfig/tally-jemalloc.pc
+		$(DESTDIR)$(LIBDIR)/pkgconfig/tally_jemalloc.pc
 	rm -f $(DESTDIR)$(LIBDIR)/libtally_http.a \
 		$(DESTDIR)$(LIBDIR)/$(HTTP_SO_FILE) \
 		$(DESTDIR)$(LIBDIR)/$(HTTP_SONAME) \

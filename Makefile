@@ -99,6 +99,17 @@ JE_FILES :=
 JE_TEST_BIN :=
 RUN_PROBES :=
 endif
+# The headers from C++ (tests/cxx/test_cxx.cc): a C++17 program of their
+# inline fast paths, built by $(CXX) (g++) as a C++ user builds one, with
+# the public headers and libtally.a; scripts/check-cxx.sh runs it.  Built
+# when $(CXX) runs (make test installs g++).
+HAVE_CXX := $(shell $(CXX) --version >/dev/null 2>&1 && echo yes)
+ifneq ($(HAVE_CXX),yes)
+$(info make: skipping the C++ test (tests/cxx): no $(CXX); install Debian's \
+g++ to build it)
+endif
+CXX_WARN := -Wall -Wextra -pedantic -Werror
+CXX_TEST_BIN := $(if $(HAVE_CXX),$(BUILD)/tests/cxx/test_cxx)
 BENCH_SRC := $(wildcard bench/*.c)
 CLI_SRC := $(wildcard cli/*.c)
 # The tool's helpers that cli/ and bench/ share (option parsing, the
@@ -159,7 +170,7 @@ http: $(HTTP_LIB_FILES)
 jemalloc: $(BUILD)/libtally_jemalloc.a $(BUILD)/$(JE_SO_FILE) \
 	$(BUILD)/$(JE_SONAME) $(BUILD)/libtally_jemalloc.so $(BUILD)/libtally_run.so
 
-tests: $(TEST_BIN) $(if $(SAN),,$(JE_TEST_BIN) $(RUN_PROBES))
+tests: $(TEST_BIN) $(if $(SAN),,$(JE_TEST_BIN) $(RUN_PROBES) $(CXX_TEST_BIN))
 
 examples: $(EXAMPLE_BIN)
 
@@ -294,6 +305,16 @@ $(BUILD)/tests/test_export_http: $(BUILD)/obj/tests/test_export_http.o \
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $< $(SUPPORT_OBJ) $(BUILD)/libtally_http.a \
 		$(LIB_INTERNAL) $(LDFLAGS_ALL) $(HTTP_LIBS) $(LIBS)
+
+# layout.o: the C compiler's view of the types the C++ program compares.
+$(BUILD)/tests/cxx/test_cxx: tests/cxx/test_cxx.cc tests/cxx/layout.h \
+		tests/harness.h $(BUILD)/obj/tests/cxx/layout.o \
+		$(BUILD)/obj/tests/harness.o $(BUILD)/libtally.a \
+		$(PUBLIC_HEADERS) Makefile
+	@mkdir -p $(dir $@)
+	$(CXX) -std=c++17 $(OPT) $(SAN) $(CXX_WARN) -Iinclude -Itests -o $@ $< \
+		$(BUILD)/obj/tests/cxx/layout.o $(BUILD)/obj/tests/harness.o \
+		$(BUILD)/libtally.a $(LDFLAGS_ALL) $(LIBS)
 
 # The examples are what a user writes: public headers only, no -Isrc, and
 # ISO C11 (no GNU extension the headers would need the user to enable).

@@ -79,6 +79,8 @@ tally run): no <jemalloc/jemalloc.h>; install Debian's libjemalloc-dev \
 to build it, or set JEMALLOC=no)
 endif
 JE_HEADERS := include/tally/jemalloc.h
+JE_SO_FILE := libtally_jemalloc.so.$(VERSION)
+JE_SONAME := libtally_jemalloc.so.0
 JE_OBJ := $(BUILD)/obj/src/jemalloc/tally_jemalloc.o \
 	$(BUILD)/obj/src/jemalloc/tally_jemalloc_hooks.o
 RUN_OBJ := $(BUILD)/obj/src/jemalloc/run_preload.o
@@ -97,6 +99,17 @@ JE_FILES :=
 JE_TEST_BIN :=
 RUN_PROBES :=
 endif
+# The headers from C++ (tests/cxx/test_cxx.cc): a C++17 program of their
+# inline fast paths, built by $(CXX) (g++) as a C++ user builds one, with
+# the public headers and libtally.a; scripts/check-cxx.sh runs it.  Built
+# when $(CXX) runs (make test installs g++).
+HAVE_CXX := $(shell $(CXX) --version >/dev/null 2>&1 && echo yes)
+ifneq ($(HAVE_CXX),yes)
+$(info make: skipping the C++ test (tests/cxx): no $(CXX); install Debian's \
+g++ to build it)
+endif
+CXX_WARN := -Wall -Wextra -pedantic -Werror
+CXX_TEST_BIN := $(if $(HAVE_CXX),$(BUILD)/tests/cxx/test_cxx)
 BENCH_SRC := $(wildcard bench/*.c)
 CLI_SRC := $(wildcard cli/*.c)
 # The tool's helpers that cli/ and bench/ share (option parsing, the
@@ -154,10 +167,10 @@ lib: $(BUILD)/libtally.a $(BUILD)/$(SO_FILE) $(SO_LINKS) $(HTTP_FILES) \
 
 http: $(HTTP_LIB_FILES)
 
-jemalloc: $(BUILD)/libtally_jemalloc.a $(BUILD)/libtally_jemalloc.so \
-	$(BUILD)/libtally_run.so
+jemalloc: $(BUILD)/libtally_jemalloc.a $(BUILD)/$(JE_SO_FILE) \
+	$(BUILD)/$(JE_SONAME) $(BUILD)/libtally_jemalloc.so $(BUILD)/libtally_run.so
 
-tests: $(TEST_BIN) $(if $(SAN),,$(JE_TEST_BIN) $(RUN_PROBES))
+tests: $(TEST_BIN) $(if $(SAN),,$(JE_TEST_BIN) $(RUN_PROBES) $(CXX_TEST_BIN))
 
 examples: $(EXAMPLE_BIN)
 
@@ -237,17 +250,21 @@ $(BUILD)/libtally_jemalloc.a: $(JE_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-# libtally_jemalloc.so.0 needs libtally.so.0 (one copy of tally, one
-# current group per thread), found beside it.
-$(BUILD)/libtally_jemalloc.so.0: $(JE_OBJ) $(BUILD)/tally_jemalloc.map \
+# libtally_jemalloc: real file, soname and link-time name, as libtally's;
+# it needs libtally.so.0 (one copy of tally, one current group per
+# thread), found beside it.
+$(BUILD)/$(JE_SO_FILE): $(JE_OBJ) $(BUILD)/tally_jemalloc.map \
 		$(BUILD)/libtally.so
-	$(CC) -shared -Wl,-soname,libtally_jemalloc.so.0 \
+	$(CC) -shared -Wl,-soname,$(JE_SONAME) \
 		-Wl,--version-script,$(BUILD)/tally_jemalloc.map \
 		-Wl,--no-undefined-version -Wl,-rpath,'$$ORIGIN' \
 		-o $@ $(JE_OBJ) -L$(BUILD) -ltally $(JE_LIBS) $(LDFLAGS_ALL)
 
-$(BUILD)/libtally_jemalloc.so: $(BUILD)/libtally_jemalloc.so.0
-	ln -sf libtally_jemalloc.so.0 $@
+$(BUILD)/$(JE_SONAME): $(BUILD)/$(JE_SO_FILE)
+	ln -sf $(JE_SO_FILE) $@
+
+$(BUILD)/libtally_jemalloc.so: $(BUILD)/$(JE_SONAME)
+	ln -sf $(JE_SONAME) $@
 
 # run_preload.o last: its constructor installs the integration, whose
 # fork handler must be registered after libtally's (their constructors
@@ -288,6 +305,16 @@ $(BUILD)/tests/test_export_http: $(BUILD)/obj/tests/test_export_http.o \
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $< $(SUPPORT_OBJ) $(BUILD)/libtally_http.a \
 		$(LIB_INTERNAL) $(LDFLAGS_ALL) $(HTTP_LIBS) $(LIBS)
+
+# layout.o: the C compiler's view of the types the C++ program compares.
+$(BUILD)/tests/cxx/test_cxx: tests/cxx/test_cxx.cc tests/cxx/layout.h \
+		tests/harness.h $(BUILD)/obj/tests/cxx/layout.o \
+		$(BUILD)/obj/tests/harness.o $(BUILD)/libtally.a \
+		$(PUBLIC_HEADERS) Makefile
+	@mkdir -p $(dir $@)
+	$(CXX) -std=c++17 $(OPT) $(SAN) $(CXX_WARN) -Iinclude -Itests -o $@ $< \
+		$(BUILD)/obj/tests/cxx/layout.o $(BUILD)/obj/tests/harness.o \
+		$(BUILD)/libtally.a $(LDFLAGS_ALL) $(LIBS)
 
 # The examples are what a user writes: public headers only, no -Isrc, and
 # ISO C11 (no GNU extension the headers would need the user to enable).
@@ -423,7 +450,8 @@ fuzz-replay: $(FUZZ_BIN)
 # Headers keep their directories (include/tally/arch/...).  No ldconfig:
 # DESTDIR installs are staged; the symlinks are made here instead.
 # LIBDIR (e.g. $(PREFIX)/lib64 or /usr/lib/x86_64-linux-gnu), INCLUDEDIR
-# and BINDIR may be set apart from PREFIX; tally.pc names them.
+# and BINDIR may be set apart from PREFIX; the pkg-config files (tally.pc,
+# tally_http.pc, tally_jemalloc.pc: the libraries' names) name them.
 install: lib $(BUILD)/tally
 	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(BINDIR)
 	for h in $(INSTALL_HEADERS:include/%=%); do \
@@ -435,7 +463,8 @@ install: lib $(BUILD)/tally
 	ln -sf $(SO_FILE) $(DESTDIR)$(LIBDIR)/$(SONAME)
 	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libtally.so
 	install -m 755 $(BUILD)/tally $(DESTDIR)$(BINDIR)/
-	for pc in tally $(if $(filter yes,$(JEMALLOC)),tally-jemalloc); do \
+	for pc in tally $(if $(filter yes,$(HTTP)),tally_http) \
+		$(if $(filter yes,$(JEMALLOC)),tally_jemalloc); do \
 		sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' \
 			-e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' \
 			-e 's|@VERSION@|$(VERSION)|' \
@@ -443,8 +472,9 @@ install: lib $(BUILD)/tally
 	done
 ifeq ($(JEMALLOC),yes)
 	install -m 644 $(BUILD)/libtally_jemalloc.a $(DESTDIR)$(LIBDIR)/
-	install -m 755 $(BUILD)/libtally_jemalloc.so.0 $(DESTDIR)$(LIBDIR)/
-	ln -sf libtally_jemalloc.so.0 $(DESTDIR)$(LIBDIR)/libtally_jemalloc.so
+	install -m 755 $(BUILD)/$(JE_SO_FILE) $(DESTDIR)$(LIBDIR)/
+	ln -sf $(JE_SO_FILE) $(DESTDIR)$(LIBDIR)/$(JE_SONAME)
+	ln -sf $(JE_SONAME) $(DESTDIR)$(LIBDIR)/libtally_jemalloc.so
 	install -d $(DESTDIR)$(LIBDIR)/tally
 	install -m 755 $(BUILD)/libtally_run.so $(DESTDIR)$(LIBDIR)/tally/
 endif
@@ -453,9 +483,6 @@ ifeq ($(HTTP),yes)
 	install -m 755 $(BUILD)/$(HTTP_SO_FILE) $(DESTDIR)$(LIBDIR)/
 	ln -sf $(HTTP_SO_FILE) $(DESTDIR)$(LIBDIR)/$(HTTP_SONAME)
 	ln -sf $(HTTP_SONAME) $(DESTDIR)$(LIBDIR)/libtally_http.so
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' \
-		-e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' -e 's|@VERSION@|$(VERSION)|' \
-		tally_http.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/tally_http.pc
 endif
 
 # What install put there, with the same variables, and the directories of
@@ -473,10 +500,11 @@ uninstall:
 		$(DESTDIR)$(LIBDIR)/$(SONAME) $(DESTDIR)$(LIBDIR)/libtally.so \
 		$(DESTDIR)$(LIBDIR)/pkgconfig/tally.pc $(DESTDIR)$(BINDIR)/tally \
 		$(DESTDIR)$(LIBDIR)/libtally_jemalloc.a \
-		$(DESTDIR)$(LIBDIR)/libtally_jemalloc.so.0 \
+		$(DESTDIR)$(LIBDIR)/$(JE_SO_FILE) \
+		$(DESTDIR)$(LIBDIR)/$(JE_SONAME) \
 		$(DESTDIR)$(LIBDIR)/libtally_jemalloc.so \
 		$(DESTDIR)$(LIBDIR)/tally/libtally_run.so \
-		$(DESTDIR)$(LIBDIR)/pkgconfig/tally-jemalloc.pc
+		$(DESTDIR)$(LIBDIR)/pkgconfig/tally_jemalloc.pc
 	rm -f $(DESTDIR)$(LIBDIR)/libtally_http.a \
 		$(DESTDIR)$(LIBDIR)/$(HTTP_SO_FILE) \
 		$(DESTDIR)$(LIBDIR)/$(HTTP_SONAME) \

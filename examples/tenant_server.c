@@ -9,7 +9,7 @@
  * total max, get NULL from malloc() and answer "out of memory" instead of
  * taking the whole process down.
  *
- *	cc tenant_server.c $(pkg-config --cflags --libs tally-jemalloc)
+ *	cc tenant_server.c $(pkg-config --cflags --libs tally_jemalloc)
  */
 #include <pthread.h>
 #include <stdio.h>

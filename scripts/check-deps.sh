@@ -26,17 +26,18 @@ why=$tmp/why
 allowed=" gcc libc6-dev make libasan8 libubsan1 libtsan2 binutils pkg-config "
 allowed="$allowed gnuplot-nox python3 python3-prometheus-client "
 allowed="$allowed libmicrohttpd-dev libjemalloc-dev spin "
-allowed="$allowed clang-14 libclang-rt-14-dev "
+allowed="$allowed clang-14 libclang-rt-14-dev g++ "
 
 # A fresh machine: every program of the system but the compilers (gcc,
-# clang), make, binutils, pkg-config, gnuplot, spin, apt-get, id and the
-# Prometheus tools.
+# g++, clang), make, binutils, pkg-config, gnuplot, spin, apt-get, id and
+# the Prometheus tools.
 sys=$tmp/sys
 mkdir "$sys"
 for f in /usr/bin/* /usr/sbin/*; do
 	n=${f##*/}
 	case "$n" in
-	gcc*|*-gcc*|cc|c89*|c99*|cpp*|*-cpp*|clang*|make|gnuplot*|nm|*-nm|readelf|\
+	gcc*|*-gcc*|g++*|*-g++*|c++|cc|c89*|c99*|cpp*|*-cpp*|clang*|make|\
+	gnuplot*|nm|*-nm|readelf|\
 	*-readelf|*pkg-config*|pkgconf|apt-get|apt|id|promtool|prometheus*|\
 	systemctl|service|invoke-rc.d|deb-systemd-*|python3*|spin) continue ;;
 	esac
@@ -190,7 +191,7 @@ fi
 cmd=$(grep -e '--no-install-recommends' "$tmp/out")
 for p in gcc libc6-dev make libasan8 libubsan1 libtsan2 binutils \
 	pkg-config libmicrohttpd-dev python3 python3-prometheus-client \
-	gnuplot-nox clang-14 libclang-rt-14-dev spin; do
+	gnuplot-nox clang-14 libclang-rt-14-dev spin g++; do
 	case " $cmd " in
 	*" $p "*) ;;
 	*) echo "the command does not name $p" >> "$why" ;;

@@ -1,27 +1,35 @@
 #!/bin/sh
-# Check the shared libraries of BUILD (default build) as a user gets them:
-#   - libtally's soname is libtally.so.0 and the build's symlinks lead to
-#     it; libtally_http's (the HTTP endpoint) libtally_http.so.0, likewise;
+# Check the shared libraries of BUILD (default build, made with HTTP=yes
+# and JEMALLOC=yes) as a user gets them:
+#   - each of libtally, libtally_http (the HTTP endpoint) and
+#     libtally_jemalloc (the jemalloc integration) is a real file
+#     LIB.so.VERSION with the soname LIB.so.0, and the build's symlinks
+#     LIB.so -> LIB.so.0 -> LIB.so.VERSION lead to it;
 #   - libtally exports exactly what include/tally/ declares but
-#     export_http.h (scripts/gen-exports.sh list tally), all under version
-#     node TALLY_0.1, and its exported variables are the extern tally_
+#     export_http.h and the jemalloc integration's names
+#     (scripts/gen-exports.sh list tally), all under version node
+#     TALLY_0.1, and its exported variables are the extern tally_
 #     variables the compiler sees in the headers' debug information (a
 #     second opinion on gen-exports.sh's parsing); libtally_http exports
-#     exactly what export_http.h declares, under TALLY_HTTP_0.1;
+#     exactly what export_http.h declares, under TALLY_HTTP_0.1, and
+#     libtally_jemalloc what jemalloc.h declares, under
+#     TALLY_JEMALLOC_0.1;
 #   - libtally.a defines no global symbol but tally_ ones (its internals
 #     are local to its one object);
 #   - libtally needs no libmicrohttpd, libtally_http needs it and
-#     libtally.so.0;
+#     libtally.so.0, libtally_jemalloc needs libjemalloc and libtally.so.0;
 #   - `make install` into a staging DESTDIR lays out the libraries, their
-#     symlinks, the headers, tally.pc, tally_http.pc and the tool; LIBDIR
-#     moves the libraries and the .pc files follow; `make uninstall`
-#     removes every file and tally's header directories, without an
-#     error message;
+#     symlinks, the headers, the pkg-config files named as the libraries
+#     (tally.pc, tally_http.pc, tally_jemalloc.pc, no other) and the tool;
+#     LIBDIR moves the libraries and the .pc files follow; `make
+#     uninstall` removes every file and tally's header directories,
+#     without an error message;
 #   - every example compiles (-std=c11 -Wall -Wextra -Werror) from the
 #     installed headers with `pkg-config --cflags --libs tally` (tally_http
-#     for examples/http_*.c), links against the installed libtally.so.0
-#     (and libtally_http.so.0; no copy of tally inside), and prints what it
-#     prints when linked statically (check_examples in testlib.sh).
+#     for examples/http_*.c, tally_jemalloc for those of the jemalloc
+#     integration), links against the installed shared libraries (no copy
+#     of tally inside), and prints what it prints when linked statically
+#     (check_examples in testlib.sh).
 # Prints like a test binary: PASS/FAIL lines, last "N passed, N failed".
 set -u
 cd "$(dirname "$0")/.." || exit 1
@@ -32,6 +40,7 @@ cc=${CC:-gcc}
 version=$(header_version)
 so=$build/libtally.so.$version
 http_so=$build/libtally_http.so.$version
+je_so=$build/libtally_jemalloc.so.$version
 prefix=/opt/tally
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -43,9 +52,10 @@ differ() {
 	LC_ALL=C comm -13 "$1" "$2" | sed "s/^/$4 only: /"
 }
 
-for f in "$so" "$http_so"; do
+for f in "$so" "$http_so" "$je_so"; do
 	if [ ! -f "$f" ]; then
-		echo "$f is missing: run make lib (HTTP=yes)" > "$why"
+		echo "$f is missing: run make lib (HTTP=yes JEMALLOC=yes)" \
+			> "$why"
 		fail shared_libraries_are_built "$why"
 		finish
 		exit 1
@@ -59,10 +69,13 @@ links() {
 	[ -f "$1/$2.so.$version" ] && [ ! -L "$1/$2.so.$version" ]
 }
 
-# check_library LIB NODE: soname, symlinks, exports and their version.
+# check_library LIB NODE [NAME]: soname, symlinks, exports and their
+# version; NAME is scripts/gen-exports.sh's for LIB (default LIB without
+# "lib").
 check_library() {
 	lib=$1
 	node=$2
+	exports=${3:-${lib#lib}}
 	file=$build/$lib.so.$version
 	soname=$(readelf -d "$file" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
 	if [ "$soname" = "$lib.so.0" ]; then
@@ -83,9 +96,9 @@ check_library() {
 	sed 's/^[^ ]* //; s/@.*//' "$tmp/dyn" | LC_ALL=C sort -u \
 		> "$tmp/exported"
 	test=${lib}_exports_are_exactly_its_header_declarations
-	if ! CC="$cc" sh scripts/gen-exports.sh list "${lib#lib}" \
+	if ! CC="$cc" sh scripts/gen-exports.sh list "$exports" \
 		> "$tmp/declared"; then
-		echo "scripts/gen-exports.sh list ${lib#lib} failed" > "$why"
+		echo "scripts/gen-exports.sh list $exports failed" > "$why"
 		fail "$test" "$why"
 	elif [ ! -s "$tmp/declared" ]; then
 		echo "scripts/gen-exports.sh found no declaration" > "$why"
@@ -110,6 +123,7 @@ check_library() {
 	fi
 }
 check_library libtally_http TALLY_HTTP_0.1
+check_library libtally_jemalloc TALLY_JEMALLOC_0.1 jemalloc
 # Last: the variables' check below reads libtally's $tmp/dyn.
 check_library libtally TALLY_0.1
 
@@ -142,17 +156,12 @@ else
 	fail libtally_http_needs_libmicrohttpd_and_libtally "$why"
 fi
 
-# The jemalloc integration's library exports its header's functions only.
-je=$build/libtally_jemalloc.so.0
-nm -D --defined-only "$je" 2>/dev/null | awk '$2 != "A" { print $3 }' |
-	sed 's/@.*//' | LC_ALL=C sort -u > "$tmp/je_exported"
-CC="$cc" sh scripts/gen-exports.sh list jemalloc > "$tmp/je_declared"
-if [ -s "$tmp/je_declared" ] && cmp -s "$tmp/je_declared" "$tmp/je_exported"
-then
-	pass jemalloc_library_exports_exactly_its_header_declarations
+if needed "$je_so" | grep -qx 'libjemalloc\.so\.[0-9]*' &&
+   needed "$je_so" | grep -qx libtally.so.0; then
+	pass libtally_jemalloc_needs_libjemalloc_and_libtally
 else
-	differ "$tmp/je_declared" "$tmp/je_exported" declared exported > "$why"
-	fail jemalloc_library_exports_exactly_its_header_declarations "$why"
+	needed "$je_so" > "$why"
+	fail libtally_jemalloc_needs_libjemalloc_and_libtally "$why"
 fi
 
 # Variables: exported data objects vs the external variables gcc describes
@@ -189,17 +198,29 @@ else
 	fail "$test" "$why"
 fi
 
+# pcs DIR LIBDIR: DIR holds the three pkg-config files, named as the
+# libraries, and no other, each with $prefix and LIBDIR.
+pcs() {
+	[ "$(ls "$1" | tr '\n' ' ')" = \
+	  "tally.pc tally_http.pc tally_jemalloc.pc " ] &&
+	for pc in tally tally_http tally_jemalloc; do
+		grep -qx "prefix=$prefix" "$1/$pc.pc" &&
+		grep -qx "libdir=$2" "$1/$pc.pc" || return 1
+	done
+}
+
 # Install into a staging directory, as a packager would.
 dest=$tmp/dest
 root=$dest$prefix
 if env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s --no-print-directory \
-	install BUILD="$build" HTTP=yes DESTDIR="$dest" PREFIX="$prefix" \
-	> "$why" 2>&1 &&
+	install BUILD="$build" HTTP=yes JEMALLOC=yes DESTDIR="$dest" \
+	PREFIX="$prefix" > "$why" 2>&1 &&
    links "$root/lib" libtally && [ -f "$root/lib/libtally.a" ] &&
    links "$root/lib" libtally_http && [ -f "$root/lib/libtally_http.a" ] &&
+   links "$root/lib" libtally_jemalloc &&
+   [ -f "$root/lib/libtally_jemalloc.a" ] &&
    diff -r include/tally "$root/include/tally" >> "$why" 2>&1 &&
-   grep -qx "prefix=$prefix" "$root/lib/pkgconfig/tally.pc" &&
-   grep -qx "prefix=$prefix" "$root/lib/pkgconfig/tally_http.pc"; then
+   pcs "$root/lib/pkgconfig" "$prefix/lib"; then
 	pass install_stages_library_symlinks_headers_and_pkgconfig
 else
 	find "$dest" >> "$why" 2>&1
@@ -217,14 +238,13 @@ fi
 dest2=$tmp/dest2
 mk() {
 	env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s --no-print-directory \
-		"$1" BUILD="$build" HTTP=yes DESTDIR="$dest2" PREFIX="$prefix" \
-		LIBDIR="$prefix/lib64" > "$why" 2>&1
+		"$1" BUILD="$build" HTTP=yes JEMALLOC=yes DESTDIR="$dest2" \
+		PREFIX="$prefix" LIBDIR="$prefix/lib64" > "$why" 2>&1
 }
 if mk install && links "$dest2$prefix/lib64" libtally &&
-   links "$dest2$prefix/lib64" libtally_http && [ ! -e "$dest2$prefix/lib" ] &&
-   grep -qx "libdir=$prefix/lib64" "$dest2$prefix/lib64/pkgconfig/tally.pc" &&
-   grep -qx "libdir=$prefix/lib64" \
-	"$dest2$prefix/lib64/pkgconfig/tally_http.pc"
+   links "$dest2$prefix/lib64" libtally_http &&
+   links "$dest2$prefix/lib64" libtally_jemalloc &&
+   [ ! -e "$dest2$prefix/lib" ] && pcs "$dest2$prefix/lib64/pkgconfig" "$prefix/lib64"
 then
 	pass install_honours_libdir
 else
@@ -264,11 +284,14 @@ unset PKG_CONFIG_PATH
 if [ "$(pkg-config --modversion tally 2>&1)" = "$version" ] &&
    flags=$(pkg-config --cflags --libs tally 2> "$why") &&
    [ "$(pkg-config --modversion tally_http 2>&1)" = "$version" ] &&
-   http_flags=$(pkg-config --cflags --libs tally_http 2>> "$why"); then
-	pass pkg_config_finds_the_installed_tally_and_tally_http
+   http_flags=$(pkg-config --cflags --libs tally_http 2>> "$why") &&
+   [ "$(pkg-config --modversion tally_jemalloc 2>&1)" = "$version" ] &&
+   je_flags=$(pkg-config --cflags --libs tally_jemalloc 2>> "$why"); then
+	pass pkg_config_finds_the_installed_tally_tally_http_and_tally_jemalloc
 else
-	pkg-config --modversion tally tally_http >> "$why" 2>&1
-	fail pkg_config_finds_the_installed_tally_and_tally_http "$why"
+	pkg-config --modversion tally tally_http tally_jemalloc >> "$why" 2>&1
+	fail pkg_config_finds_the_installed_tally_tally_http_and_tally_jemalloc \
+		"$why"
 	finish
 	exit 1
 fi
@@ -289,7 +312,7 @@ for src in examples/*.c; do
 	esac
 	# The jemalloc integration's example links its library too.
 	if grep -q '<tally/jemalloc.h>' "$src"; then
-		ex_flags=$(pkg-config --cflags --libs tally-jemalloc 2>&1)
+		ex_flags=$je_flags
 		want="libtally_jemalloc.so.0 libtally.so.0"
 	fi
 	# $ex_flags: word splitting wanted.

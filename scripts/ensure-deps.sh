@@ -3,7 +3,8 @@
 # that.  Usage: ensure-deps.sh build|test|demo [TOOLS]
 #
 # System-wide, Debian packages that ship no service: the compiler, make,
-# the sanitizer runtimes, clang-14 with libclang-rt-14-dev (the fuzzers),
+# the sanitizer runtimes, g++ (the C++ test of the headers), clang-14
+# with libclang-rt-14-dev (the fuzzers, and clang++-14 for the headers),
 # binutils, pkg-config, gnuplot-nox, Debian's
 # python3 with python3-prometheus-client (the OpenMetrics parser of the
 # tests), libmicrohttpd-dev (the optional HTTP endpoint) and spin (the
@@ -61,6 +62,8 @@ if [ "$target" = test ]; then
 	if ! have_cc || ! echo "$main_c" | links "-fsanitize=thread"; then
 		need="$need libtsan2"
 	fi
+	# The headers from C++ (tests/cxx, scripts/check-cxx.sh).
+	have "${CXX:-g++}" || need="$need g++"
 	# The export and install checks: nm, readelf, pkg-config.
 	have nm && have readelf || need="$need binutils"
 	have pkg-config || need="$need pkg-config"

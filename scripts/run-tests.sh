@@ -38,6 +38,10 @@
 #   scripts/check-docs.sh     docs/API.md is what scripts/gen-api-docs.sh
 #                             makes of the headers, and every public
 #                             function's comment has a Context: line;
+#   scripts/check-cxx.sh      the headers from C++: each compiles with
+#                             g++ and clang++-14, and a C++ program of
+#                             the inline fast paths passes in each rseq
+#                             mode;
 #   scripts/check-readme.sh   the complete programs of README.md and
 #                             docs/*.md compile, run and print what the
 #                             docs say.
@@ -149,6 +153,7 @@ run_set top scripts/check-top.sh
 run_set run scripts/check-run.sh
 run_set fuzz scripts/check-fuzz.sh
 run_set docs scripts/check-docs.sh
+run_set cxx scripts/check-cxx.sh
 run_set readme scripts/check-readme.sh
 run_set prometheus scripts/check-prometheus.sh
 run_set spin scripts/check-spin.sh

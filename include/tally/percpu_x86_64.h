@@ -177,7 +177,12 @@ extern unsigned long tally_inject_rseq_aborts
 #define TALLY_RSEQ_(body, commit, outputs, inputs, clobbers, labels)	\
 	__extension__ ({						\
 		__label__ tally_rseq_aborted_;				\
-		ptrdiff_t tally_rseq_off_ = tally_rseq_area_offset;	\
+		/* Assigned, not initialised: C++ forbids an asm goto	\
+		 * of another sequence of the function to jump past an	\
+		 * initialisation (clang++ counts every label). */	\
+		ptrdiff_t tally_rseq_off_;				\
+									\
+		tally_rseq_off_ = tally_rseq_area_offset;		\
 									\
 		if (0) {						\
 		tally_rseq_aborted_:					\

@@ -27,11 +27,14 @@
  *            least recent slot when its group has none).  Batches grow
  *            while the chain is far from its limits and shrink near them
  *            (struct tally_memcg_options).
- *   limits   A charge that does not fit under max somewhere first drains
- *            the slots that hold groups of the refusing level's subtree
- *            on every CPU (restarting the sequences in flight with
- *            membarrier()), then retries; only then does it fail, after
- *            the reclaim callbacks and the group's OOM policy.
+ *   limits   A charge that does not fit under max somewhere first settles
+ *            the refusing level's subtree: it drains the slots that hold
+ *            its groups on every CPU (its own CPU's with that CPU's
+ *            sequences, the others' restarting the sequences in flight
+ *            with membarrier()), waits for the bytes other threads are
+ *            carrying between a page counter and a slot, drains again
+ *            and retries; only then does it fail, after the reclaim
+ *            callbacks and the group's OOM policy.
  *
  * What is exact:
  *   - usage never exceeds max at any level, except by charges made with
@@ -42,10 +45,13 @@
  *     some level plus the charge exceeds its max, where usage is every
  *     charge that has returned or is in flight minus every uncharge that
  *     has returned; bytes that a thread is carrying between a page
- *     counter and a stock (a refill, or an uncharge giving a full stock's
- *     batch back) count too, but the charge first waits up to 1 s for
- *     such threads to finish (they are a few instructions long; only a
- *     thread stopped right there outlasts it);
+ *     counter and a stock (a refill, the slot a refill takes over from
+ *     another group, or an uncharge giving a full stock's batch back)
+ *     count too, but the charge first waits up to 1 s for every such
+ *     transfer of the tree that began before it (they are a few
+ *     instructions long; only a thread stopped right there outlasts it),
+ *     and no transfer that begins later moves bytes of the refusing
+ *     level's subtree;
  *   - tally_memcg_usage() with %TALLY_MEMCG_READ_DRAIN is exact at
  *     quiescence; the other reads give a value with an interval that holds
  *     the exact usage at quiescence.
@@ -99,7 +105,12 @@
  *
  * fork(): the tree's locks are taken around fork() and re-initialised in
  * the child, which may use the inherited tree; fork() never waits for a
- * callback.  Event file descriptors are inherited like any descriptor.
+ * callback.  Before it, fork() waits (up to 1 s) for the transfers other
+ * threads have in flight between a page counter and a stock, and stops
+ * new ones until it returns, so the child's counters hold exactly what
+ * its stocks and its charges hold (a thread stopped in a transfer for
+ * longer leaves that transfer's bytes counted in the child).  Event file
+ * descriptors are inherited like any descriptor.
  *
  * Error codes: functions that can fail return 0 or a negative errno value:
  * -EINVAL for NULL pointers, bad names, sizes or flags; -ENOENT for a path
@@ -1023,7 +1034,8 @@ int tally_memcg_render(struct tally_memcg *g, enum tally_memcg_file file,
  * struct tally_memcg_info - counts for tests and tools.
  * @refills: charges that went to the page counters.
  * @drains: drains of a subtree's stocks.
- * @drain_waits: refusals that waited for a refill in flight.
+ * @drain_waits: settles (a refusal's, or setting max's) whose wait for
+ *	the transfers in flight ran out (1 s) before they ended.
  * @refusals: charges refused (-ENOMEM).
  * @groups: live groups, the root included.
  * @zombies: destroyed groups not yet freed (a handle is still held, or

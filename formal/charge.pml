@@ -25,9 +25,9 @@
  *   transfers	refill (counters -> slot), eviction (slot -> counters),
  *		carry (slot -> counters), each between
  *		memcg_transfer_begin() and memcg_transfer_end() (a grace
- *		section), checking memcg_chain_under_pressure() after begin
+ *		section), checking memcg_transfer_may_move() after begin
  *		on each group whose bytes it moves.
- *   refusal	memcg_settle(): steps 1-5 of the design (pressure, drain,
+ *   refusal	memcg_settle_lock(): steps 1-5 of the design (pressure, drain,
  *		grace_wait, drain + try_add under drain_lock, move up).
  *
  * Processes (CONFIG, chosen with -D at spin -a time):
@@ -274,7 +274,7 @@ inline grace_wait()
 
 /* ---- page counters (memcg_counter.c) ----------------------------------- */
 
-/* memcg_chain_under_pressure(): each level's pressure, one load each. */
+/* memcg_transfer_may_move(): each level's pressure, one load each. */
 inline chain_under_pressure(g, res)
 {
 	res = (pressure[g] > 0);
@@ -415,7 +415,7 @@ inline drain(h)
 /*
  * The install of memcg_stock_deposit() (install_atomic()): pick a victim
  * slot (victim(): a free one, else any), load it, check the victim's chain
- * (memcg_chain_under_pressure()) and this group's dead flag, all after
+ * (memcg_transfer_may_move()) and this group's dead flag, all after
  * the refill's memcg_transfer_begin(), then one CAS puts {g, b} in place
  * of the victim.  ok = 1 when installed; the victim's bytes (gbg, gbx)
  * are left for the caller to give back.

@@ -12,9 +12,9 @@
  *   freed[o]		object o's memory was given back
  *
  * Processes:
- *   reader (x2)	NSECTIONS sections each: grace_read_lock() (load the
+ *   reader (x2)	NSECTIONS sections each: grace_enter() (load the
  *			epoch, then add 1 to readers[idx]: two steps), load
- *			ptr, use the object it names, grace_read_unlock().
+ *			ptr, use the object it names, grace_leave().
  *   updater		replace object 1 by object 2 (unlink 1), retire 1
  *			(grace_retire(): its epoch under the lock), poll
  *			until it is freed; then unlink 2, retire it, poll
@@ -51,7 +51,7 @@ byte ptr = 1;		/* the published pointer: object 1 at first */
 bit freed[3];		/* objects 1 and 2 (0: none) */
 byte holds[3];		/* ghost: readers inside a section that loaded it */
 
-/* grace_read_lock(): the epoch's parity, then the add (seq_cst each). */
+/* grace_enter(): the epoch's parity, then the add (seq_cst each). */
 inline read_lock(idx)
 {
 	idx = epoch % 2;
@@ -61,7 +61,7 @@ inline read_lock(idx)
 	}
 }
 
-/* grace_read_unlock(): subtract from the index it entered. */
+/* grace_leave(): subtract from the index it entered. */
 inline read_unlock(idx)
 {
 	readers[idx]--

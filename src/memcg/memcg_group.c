@@ -113,18 +113,15 @@ static void group_release(struct grace_node *node)
 /*
  * A grace period after @node's group was destroyed: the statistics
  * updates that had resolved to it before (and land in its detached
- * statistics group) have ended; fold them into the ancestors' values too,
- * unless this callback holds the group's last reference: its release,
- * one grace period on, folds them with the group's end (one flush, and
- * its barrier, fewer for a group put at once, as a query's is).
+ * statistics group) have ended; fold them into the ancestors' values.
  */
 static void group_fold_late(struct grace_node *node)
 {
 	struct tally_memcg *g = (struct tally_memcg *)
 		((char *)node - offsetof(struct tally_memcg, fold_node));
 
-	if (__atomic_load_n(&g->refs, __ATOMIC_ACQUIRE) > 1)
-		stats_group_fold(g->stats);
+	stats_group_fold(g->stats);
+	__atomic_store_n(&g->folded_late, 1, __ATOMIC_RELEASE);
 	memcg_put(g);
 }
 
@@ -491,12 +488,16 @@ out:
 		/* Other threads' calls of its callbacks in flight end first. */
 		memcg_callback_wait(&w);
 		/*
-		 * Its stats in its ancestors' hierarchical values now, and
-		 * again once the updates in flight have landed.
+		 * Its stats in its ancestors' hierarchical values once the
+		 * updates in flight have landed: at once when none runs (the
+		 * poll below ends the grace period), else now and once more
+		 * then.  One flush, and its barrier, for a quiet group.
 		 */
-		stats_group_fold(g->stats);
 		__atomic_add_fetch(&g->refs, 1, __ATOMIC_RELAXED);
 		grace_retire(&t->grace, &g->fold_node, group_fold_late);
+		grace_poll(&t->grace);
+		if (!__atomic_load_n(&g->folded_late, __ATOMIC_ACQUIRE))
+			stats_group_fold(g->stats);
 		memcg_put(g);		/* the tree's reference */
 		grace_poll(&t->grace);
 	}

@@ -143,6 +143,7 @@ struct tally_memcg {
 	unsigned long nr_descendants;	/* live, under structure */
 	struct grace_node free_node;	/* its end (and its stats group's) */
 	struct grace_node fold_node;	/* its stats folded after destroy */
+	int folded_late;		/* group_fold_late() has folded them */
 };
 
 struct tally_memcg_tree {

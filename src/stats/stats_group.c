@@ -256,13 +256,7 @@ void stats_group_fold(struct tally_stats_group *g)
 {
 	/* No CPU's hint cache names it any more; its hints went up. */
 	stats_hcache_evict(g);
-	/*
-	 * Out of every CPU's updated tree: every update before this call is
-	 * in its ancestors' values already, as a quiet read finds; a flush
-	 * (and its barrier) would fold nothing.
-	 */
-	if (!stats_group_clean(g))
-		stats_flush_subtree(g->tree, g, true);
+	stats_flush_subtree(g->tree, g, true);
 }
 
 void stats_group_finish(struct tally_stats_group *g)

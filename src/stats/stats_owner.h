@@ -31,9 +31,7 @@ int stats_group_detach(struct tally_stats_group *g);
 
 /*
  * Flush a detached @g into its ancestors' values (what any CPU's hint
- * cache holds of it too); it still takes updates.  Never fails.  No
- * flush, and no barrier, when nothing of it waits on any CPU
- * (stats_group_clean()).
+ * cache holds of it too); it still takes updates.  Never fails.
  */
 void stats_group_fold(struct tally_stats_group *g);
 

@@ -400,7 +400,7 @@ done
 printf '#!%s\n' "$tmp/level0" > "$tmp/level-1"
 chmod 755 "$tmp"/level*
 run five_scripts_down_to_a_program_run_it_accounted 0 \
-	"$tally" run --memory-max 1M -- "$tmp/level0" &&
+	"$tally" run --memory-max 4M -- "$tmp/level0" &&
 	expect five_scripts_down_to_a_program_run_it_accounted \
 		'^alloc: allocated 0 MiB$'
 refused six_scripts_down_to_a_program_are_refused_as_the_kernel_does 126 \
@@ -429,10 +429,10 @@ refused program_of_another_architecture_is_refused_before_it_runs 126 \
 	"$tally" run --memory-max 1M -- "$tmp/prog32"
 # A program that drops LD_PRELOAD before the preload's constructor runs
 # (and executes itself again) never reports: it is killed before it has
-# run for long, never reaching 64 MiB (1 MiB every 250 ms) under 1M.
+# run for long, never reaching 64 MiB (1 MiB every 250 ms) under 4M.
 unpreload=$build/tests/run/run_probe_unpreload
 name=program_that_drops_the_preload_is_killed_before_it_allocates
-if run "$name" 125 "$tally" run --memory-max 1M -- "$unpreload" slow 64
+if run "$name" 125 "$tally" run --memory-max 4M -- "$unpreload" slow 64
 then
 	if grep -q '^slow: allocated' "$tmp/out" ||
 	   ! grep -q '^slow: started$' "$tmp/out"; then
@@ -504,6 +504,12 @@ for bad in 0 -1 abc 100000; do
 	expect "bad_interval_'$bad'_is_a_usage_error" \
 		"^tally: run: --interval:"
 done
+# jemalloc holds its first pages before the program runs: a max below
+# them could never be kept, and is refused before the program starts,
+# naming the least that works (the program ran with no limit before).
+refused max_below_what_the_allocator_holds_at_start_names_the_least 125 \
+	'^tally: run: --memory-max is below the [0-9]* bytes the allocator holds as the program starts: give at least [0-9]*K$' \
+	"$tally" run --memory-max 1K -- "$probe" alloc 0
 run missing_program_is_a_usage_error 2 "$tally" run --memory-max 1M &&
 	expect missing_program_is_a_usage_error '^tally: run: no program to run$'
 run unknown_program_exits_127 127 "$tally" run -- no-such-program-xyz &&

@@ -90,6 +90,7 @@ static struct {
 	const char *path;
 	long interval_ms;
 	pid_t writer;
+	long held_at_start;	/* adopted, when more than the max */
 	pthread_mutex_t lock;
 } run = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
@@ -256,14 +257,25 @@ static int setup(void)
 		ret = tally_memcg_create(tally_memcg_root(run.tree), "run",
 					 &run.group);
 	if (!ret)
-		ret = tally_memcg_set_limit(run.group, TALLY_MEMCG_MAX, max);
-	if (!ret)
 		ret = tally_memcg_set_limit(run.group, TALLY_MEMCG_HIGH, high);
 	if (ret)
 		return ret;
 	tally_memcg_set_default(run.group);
 	opts.auto_group = run.group;
 	ret = tally_jemalloc_init(&opts);
+	if (ret)
+		return ret;
+	/*
+	 * The max once the allocator's first pages are adopted: one below
+	 * them could never be kept (-EBUSY), and the program not start.
+	 */
+	ret = tally_memcg_set_limit(run.group, TALLY_MEMCG_MAX, max);
+	if (ret == -EBUSY) {
+		struct tally_memcg_range r = { 0 };
+
+		if (!tally_memcg_usage(run.group, TALLY_MEMCG_READ_DRAIN, &r))
+			run.held_at_start = r.value;
+	}
 	if (ret)
 		return ret;
 	run.path = getenv("TALLY_RUN_METRICS");
@@ -290,6 +302,13 @@ __attribute__((constructor)) static void run_preload_init(void)
 		if (write((int)fd, &c, 1) != 1)
 			ret = ret ? ret : -EPIPE;
 		close((int)fd);
+	}
+	if (ret == -EBUSY && run.held_at_start > 0) {
+		fprintf(stderr, "tally: run: --memory-max is below the %ld "
+			"bytes the allocator holds as the program starts: give "
+			"at least %ldK\n", run.held_at_start,
+			run.held_at_start / 1024 + 1);
+		_exit(125);
 	}
 	if (ret) {
 		fprintf(stderr, "tally: run: cannot account the program's "

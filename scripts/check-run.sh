@@ -647,7 +647,7 @@ done
 run max_below_what_jemalloc_holds_at_start_is_refused_and_said_so 125 \
 	"$tally" run --memory-max 1M -- "$probe" alloc 0 &&
 	expect max_below_what_jemalloc_holds_at_start_is_refused_and_said_so \
-		'^tally: run: --memory-max 1048576 is below what jemalloc holds as the program starts'
+		'^tally: run: --memory-max 1048576 is below what jemalloc holds'
 run size_suffixes_are_binary 0 "$tally" run --memory-max 1g \
 	--memory-high 512MiB -- true && pass size_suffixes_are_binary
 for bad in 0 -1 abc 100000; do

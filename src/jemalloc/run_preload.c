@@ -32,11 +32,11 @@
  * resident set size (/proc/self/statm): what the accounting sees against
  * what the kernel sees, and their difference, uncharged = RSS - charged
  * (0 when the charge is larger: pages allocated but never written, or
- * freed lazily and taken back by the kernel).  The bound, read in the same process: active + dirty <= charged
- * <= active + dirty + adopted.  It is written once as
- * the program starts, then by a thread every interval, and once more at
- * exit (atexit()); a process that ends by _exit() or a signal leaves the
- * last write.
+ * freed lazily and taken back by the kernel).  The bound, read in the
+ * same process: active + dirty <= charged <= active + dirty + adopted.
+ * It is written once as the program starts, then by a thread every
+ * interval, and once more at exit (atexit()); a process that ends by
+ * _exit() or a signal leaves the last write.
  *
  * The memory a program maps itself (a heap of its own, as V8's) is
  * reported in uncharged, not charged: a preload sees mmap() calls, not

@@ -90,20 +90,28 @@ static void run_usage(FILE *f)
 "SIZE is a number of bytes with an optional binary suffix K, M, G or T\n"
 "(KiB, MiB, GiB, TiB; 'k', 'KiB', 'KB' alike), or 'max' for no limit.\n"
 "\n"
+"Python's objects are charged too: the program gets PYTHONMALLOC=malloc,\n"
+"unless PYTHONMALLOC is set and not empty.  Then it is left as it is, and\n"
+"with pymalloc (Python's default, also under debug and pymalloc_debug)\n"
+"objects of up to 512 bytes live in arenas Python maps itself, which are\n"
+"not charged.  A Python started with -E or -I ignores PYTHONMALLOC.\n"
+"\n"
 "What it cannot see: memory not allocated through malloc: the program's own\n"
-"mmap() calls, thread stacks, its code and static data, the kernel's\n"
-"buffers; allocators of its own that take big blocks from malloc count as\n"
-"those blocks (Python's small-object allocator takes its arenas with mmap:\n"
-"run with PYTHONMALLOC=malloc to see every object).  Each process is\n"
-"accounted on its own: programs it starts inherit the preload and are\n"
-"accounted with the same limits in their own process; a forked child starts\n"
-"with its copy of the parent's usage.  Only the process tally run started\n"
-"writes the metrics file.  Statically linked programs cannot be run (the\n"
-"preload needs the dynamic loader), nor 32-bit ones, nor set-user-ID or\n"
-"set-group-ID ones (the loader ignores the preload for them); a #! script\n"
-"is judged by the program its chain of interpreters ends in.  A program\n"
-"whose preload has not reported %d s after its start (it was not loaded,\n"
-"or the program dropped it) is killed.\n"
+"mmap() calls (V8's heap in node, for one), thread stacks, its code and\n"
+"static data, the kernel's buffers; allocators of its own that take big\n"
+"blocks from malloc count as those blocks.  The metrics file shows how\n"
+"much: tally_run_local_uncharged_bytes is the process's RSS minus the\n"
+"bytes charged (0 when the charge is larger).\n"
+"\n"
+"Each process is accounted on its own: programs it starts inherit the\n"
+"preload and are accounted with the same limits in their own process; a\n"
+"forked child starts with its copy of the parent's usage.  Only the process\n"
+"tally run started writes the metrics file.  Statically linked programs\n"
+"cannot be run (the preload needs the dynamic loader), nor 32-bit ones, nor\n"
+"set-user-ID or set-group-ID ones (the loader ignores the preload for them);\n"
+"a #! script is judged by the program its chain of interpreters ends in.  A\n"
+"program whose preload has not reported %d s after its start (it was not\n"
+"loaded, or the program dropped it) is killed.\n"
 "\n"
 "Exit status: the program's, or 128+N when signal N killed it; %d bad\n"
 "command line (unparseable size or interval, no program); %d tally failed\n"
@@ -432,6 +440,7 @@ static void exec_child(const char *prog, char **argv, const char *preload,
 {
 	const char *old = getenv("LD_PRELOAD");
 	const char *conf = getenv("MALLOC_CONF");
+	const char *py;
 	size_t n = strlen(preload) + (old ? strlen(old) : 0) + 64;
 	char *ld = malloc(n), *mc;
 	int err;
@@ -444,8 +453,15 @@ static void exec_child(const char *prog, char **argv, const char *preload,
 		 "", old ? old : "");
 	sprintf(mc, "%s%soversize_threshold:0", conf ? conf : "",
 		conf && *conf ? "," : "");
+	/*
+	 * CPython's small objects live in arenas it maps itself, which the
+	 * charge cannot see: they go through malloc() unless the user chose
+	 * an allocator (an empty value is Python's default, as unset).
+	 */
+	py = getenv("PYTHONMALLOC");
 	/* What the preload reads is this command line's, nothing inherited. */
-	if (unsetenv("TALLY_RUN_MEMORY_MAX") ||
+	if (((!py || !*py) && setenv("PYTHONMALLOC", "malloc", 1)) ||
+	    unsetenv("TALLY_RUN_MEMORY_MAX") ||
 	    unsetenv("TALLY_RUN_MEMORY_HIGH") ||
 	    unsetenv("TALLY_RUN_METRICS") ||
 	    unsetenv("TALLY_RUN_INTERVAL_MS") ||

@@ -7,6 +7,11 @@
 #     file, lie within jemalloc's active + dirty and that plus the adopted
 #     bytes; the gap to the process's RSS is shown with Python's own
 #     allocator (which tally cannot see) and with PYTHONMALLOC=malloc;
+#   - python3 without PYTHONMALLOC (or with an empty one) gets malloc:
+#     a list of small objects over the max raises MemoryError, and within
+#     it the charge lies within 25% of the RSS; a PYTHONMALLOC of the
+#     user's own is kept, its arenas shown as uncharged bytes (RSS minus
+#     charged), as is a heap a C program maps itself;
 #   - sqlite3 building a large in-memory table: "out of memory" and a
 #     non-zero status under a max, the right answer without one;
 #   - build/tests/run/run_probe: malloc() refused with ENOMEM in the
@@ -26,7 +31,8 @@
 #   - without the preload, tally run and make name the package to install;
 #   - exit statuses: the program's, 128+N for a signal, 2 for a bad size,
 #     interval or no program, 126 for a statically linked or not executable
-#     program, 127 for a missing one, each with a "tally: run:" message.
+#     program, 127 for a missing one, 125 for a max below what jemalloc
+#     holds as the program starts, each with a "tally: run:" message.
 # sqlite3 is unpacked privately into BUILD/deps when it is not installed
 # (apt-get download, dpkg -x): nothing is installed system-wide.
 # Prints like a test binary: PASS/FAIL lines, last "N passed, N failed".
@@ -73,6 +79,39 @@ expect() {
 # metric FILE NAME: the value of the sample NAME (with its labels).
 metric() {
 	awk -v n="$2" '$1 == n { print $2 }' "$1"
+}
+
+# sample FILE NAME: a tally_run_local_NAME_bytes gauge of FILE.
+sample() {
+	metric "$1" "tally_run_local_$2_bytes{group=\"/\"}"
+}
+
+# figures FILE: $charged, $rss, $uncharged and $current (memory.current)
+# from the textfile FILE, and a line of them in $why.
+figures() {
+	charged=$(sample "$1" charged)
+	rss=$(sample "$1" process_rss)
+	uncharged=$(sample "$1" uncharged)
+	current=$(metric "$1" 'tally_memory_current_bytes{group="/run"}')
+	echo "charged $charged, memory.current $current, RSS $rss," \
+		"uncharged $uncharged" > "$why"
+}
+
+# uncharged_is_the_rest: the figures' uncharged bytes are the RSS minus
+# the charged ones, 0 when those are more.
+uncharged_is_the_rest() {
+	[ -n "$charged" ] && [ -n "$rss" ] && [ -n "$uncharged" ] &&
+	if [ "$rss" -gt "$charged" ]; then
+		[ "$uncharged" -eq $((rss - charged)) ]
+	else
+		[ "$uncharged" -eq 0 ]
+	fi
+}
+
+# pass_with_figures NAME: NAME passed; the figures of $why are shown.
+pass_with_figures() {
+	echo "PASS $1 ($(cat "$why"))"
+	passed=$((passed + 1))
 }
 
 for f in "$tally" "$build/libtally_run.so" "$probe"; do
@@ -197,6 +236,97 @@ if [ -f "$tmp/malloc.out" ] && [ -f "$tmp/pymalloc.out" ]; then
 	fi
 fi
 
+# Without PYTHONMALLOC in its environment, tally run gives Python
+# PYTHONMALLOC=malloc: its small objects are charged, and a list of them
+# over the max raises MemoryError (uncaught: a traceback, status 1).
+name=python3_small_objects_over_the_max_raise_memoryerror
+if run "$name" 1 env -u PYTHONMALLOC "$tally" run --memory-max 32M -- \
+	python3 -c 'x = [str(i) * 3 for i in range(1_500_000)]'; then
+	expect "$name" '^MemoryError$'
+fi
+# An empty PYTHONMALLOC is Python's default, as unset.
+name=python3_with_an_empty_pythonmalloc_gets_malloc
+if run "$name" 1 env PYTHONMALLOC= "$tally" run --memory-max 32M -- \
+	python3 -c 'x = [str(i) * 3 for i in range(1_500_000)]'; then
+	expect "$name" '^MemoryError$'
+fi
+
+# hold.py METRICS COPY list|dict N: builds N small objects, waits while
+# they are alive until tally run has replaced METRICS twice (a new inode
+# or mtime each time: the second write starts after the first one ends,
+# so after the objects were built), copies what it then reads to COPY
+# and prints its PYTHONMALLOC and how many objects it built.
+cat > "$tmp/hold.py" <<'PY'
+import os, sys, time
+path, copy, kind, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+if kind == "list":
+    x = [str(i) * 3 for i in range(n)]
+else:
+    x = {i: (str(i) * 3, i * 0.5) for i in range(n)}
+def ident():
+    try:
+        st = os.stat(path)
+        return st.st_ino, st.st_mtime_ns
+    except OSError:
+        return None
+last, seen, end = ident(), 0, time.monotonic() + 60
+while seen < 2 and time.monotonic() < end:
+    time.sleep(0.01)
+    now = ident()
+    if now != last:
+        last, seen = now, seen + 1
+if seen < 2:
+    sys.exit("the metrics file was not replaced twice in 60 s")
+with open(path) as f:
+    text = f.read()
+with open(copy, "w") as f:
+    f.write(text)
+print("PYTHONMALLOC", os.environ.get("PYTHONMALLOC"))
+print("built", len(x))
+PY
+# Within its max, a dict of 500000 small objects (about 100 MiB) is
+# charged: what the group holds (memory.current) and what the hooks
+# charged both lie within 25% of the process's RSS, read from the same
+# textfile while the dict is alive.
+name=python3_small_objects_within_the_max_are_charged_near_their_rss
+rm -f "$tmp/dict.prom"
+if run "$name" 0 env -u PYTHONMALLOC "$tally" run --memory-max 512M \
+	--metrics "$tmp/dict.prom" --interval 0.1 -- \
+	python3 "$tmp/hold.py" "$tmp/dict.prom" "$tmp/dict.copy" dict 500000
+then
+	figures "$tmp/dict.copy"
+	if grep -q '^built 500000$' "$tmp/out" && uncharged_is_the_rest &&
+	   [ -n "$current" ] && [ "$rss" -gt $((64 << 20)) ] &&
+	   [ $((4 * charged)) -ge $((3 * rss)) ] &&
+	   [ $((4 * charged)) -le $((5 * rss)) ] &&
+	   [ $((4 * current)) -ge $((3 * rss)) ] &&
+	   [ $((4 * current)) -le $((5 * rss)) ]; then
+		pass_with_figures "$name"
+	else
+		cat "$tmp/out" "$tmp/dict.copy" >> "$why" 2>/dev/null
+		fail "$name" "$why"
+	fi
+fi
+# A PYTHONMALLOC of the user's own is kept: with pymalloc the same list
+# that raised MemoryError under 32M is built (pymalloc's arenas are
+# mmap()ed, not charged), and the metrics show them as uncharged.
+name=user_s_own_pythonmalloc_is_kept_and_its_arenas_show_as_uncharged
+rm -f "$tmp/list.prom"
+if run "$name" 0 env PYTHONMALLOC=pymalloc "$tally" run --memory-max 32M \
+	--metrics "$tmp/list.prom" --interval 0.1 -- \
+	python3 "$tmp/hold.py" "$tmp/list.prom" "$tmp/list.copy" list 1500000
+then
+	figures "$tmp/list.copy"
+	if grep -q '^PYTHONMALLOC pymalloc$' "$tmp/out" &&
+	   grep -q '^built 1500000$' "$tmp/out" && uncharged_is_the_rest &&
+	   [ "$uncharged" -gt $((64 << 20)) ]; then
+		pass_with_figures "$name"
+	else
+		cat "$tmp/out" >> "$why"
+		fail "$name" "$why"
+	fi
+fi
+
 # --- sqlite3 ----------------------------------------------------------
 sqlite=$(command -v sqlite3 || true)
 if [ -z "$sqlite" ]; then
@@ -280,6 +410,22 @@ if run threads_freeing_each_others_blocks_are_accounted 0 \
 		{ echo "charged $c active $a dirty $d adopted $o"; cat "$tmp/t.prom"; } \
 			> "$why"
 		fail threads_freeing_each_others_blocks_are_accounted "$why"
+	fi
+fi
+
+# A heap the program maps itself (as V8's) is not charged: under a max
+# below it the program runs, and the metrics written at exit, with the
+# mapping alive, show it in the uncharged bytes (RSS minus charged).
+name=own_mmap_heap_is_not_charged_and_shows_as_uncharged
+if run "$name" 0 "$tally" run --memory-max 16M --metrics "$tmp/mmap.prom" \
+	-- "$probe" mmap 64; then
+	figures "$tmp/mmap.prom"
+	if grep -q '^mmap: 64 MiB mapped and written$' "$tmp/out" &&
+	   uncharged_is_the_rest && [ "$uncharged" -ge $((64 << 20)) ]; then
+		pass_with_figures "$name"
+	else
+		cat "$tmp/out" "$tmp/mmap.prom" >> "$why" 2>/dev/null
+		fail "$name" "$why"
 	fi
 fi
 
@@ -400,7 +546,7 @@ done
 printf '#!%s\n' "$tmp/level0" > "$tmp/level-1"
 chmod 755 "$tmp"/level*
 run five_scripts_down_to_a_program_run_it_accounted 0 \
-	"$tally" run --memory-max 4M -- "$tmp/level0" &&
+	"$tally" run --memory-max 8M -- "$tmp/level0" &&
 	expect five_scripts_down_to_a_program_run_it_accounted \
 		'^alloc: allocated 0 MiB$'
 refused six_scripts_down_to_a_program_are_refused_as_the_kernel_does 126 \

@@ -30,11 +30,23 @@
  * arena is turned off), jemalloc's active and dirty pages, its
  * stats.resident, stats.mapped and stats.metadata, and the process's
  * resident set size (/proc/self/statm): what the accounting sees against
- * what the kernel sees.  The bound, read in the same process: active +
- * dirty <= charged <= active + dirty + adopted.  It is written once as
- * the program starts, then by a thread every interval, and once more at
- * exit (atexit()); a process that ends by _exit() or a signal leaves the
- * last write.
+ * what the kernel sees, and their difference, uncharged = RSS - charged
+ * (0 when the charge is larger: pages allocated but never written, or
+ * freed lazily and taken back by the kernel).  The bound, read in the
+ * same process: active + dirty <= charged <= active + dirty + adopted.
+ * It is written once as the program starts, then by a thread every
+ * interval, and once more at exit (atexit()); a process that ends by
+ * _exit() or a signal leaves the last write.
+ *
+ * The memory a program maps itself (a heap of its own, as V8's) is
+ * reported in uncharged, not charged: a preload sees mmap() calls, not
+ * the pages they make resident.  V8 reserves its heap without access
+ * and commits it with mprotect(), glibc's thread stacks are mapped from
+ * inside libc, and a charge of every writable mapping would count
+ * reservations never touched; a refused mmap() is, for most such
+ * programs (V8, the JVM), a fatal error, no better than a kernel
+ * cgroup's OOM kill.  The difference to RSS, exact and cheap, tells the
+ * user which limit to reach for (docs/jemalloc.md).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -62,6 +74,7 @@ enum {
 	P_JE_MAPPED,
 	P_JE_METADATA,
 	P_RSS,
+	P_UNCHARGED,
 	P_NR,
 };
 
@@ -74,11 +87,12 @@ static const struct tally_stat_desc process_schema[P_NR] = {
 	[P_JE_MAPPED] = { "jemalloc_mapped", TALLY_STAT_STATE },
 	[P_JE_METADATA] = { "jemalloc_metadata", TALLY_STAT_STATE },
 	[P_RSS] = { "process_rss", TALLY_STAT_STATE },
+	[P_UNCHARGED] = { "uncharged", TALLY_STAT_STATE },
 };
 
 static const char *const process_units[P_NR] = {
 	"bytes", "bytes", "bytes", "bytes", "bytes", "bytes", "bytes",
-	"bytes",
+	"bytes", "bytes",
 };
 
 static struct {
@@ -168,6 +182,8 @@ static void write_metrics(void)
 	now[P_JE_MAPPED] = je_size("stats.mapped");
 	now[P_JE_METADATA] = je_size("stats.metadata");
 	now[P_RSS] = rss_bytes();
+	now[P_UNCHARGED] = now[P_RSS] > now[P_CHARGED] ?
+			   now[P_RSS] - now[P_CHARGED] : 0;
 	for (int i = 0; i < P_NR; i++) {
 		tally_stats_mod(tally_stats_root(run.process), (unsigned int)i,
 				now[i] - run.shown[i]);

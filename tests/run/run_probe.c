@@ -22,6 +22,9 @@
  *                           print what each gave
  *   run_probe slow MIB      print "slow: started", then allocate as
  *                           alloc does, one MiB every 250 ms
+ *   run_probe mmap MIB      map MIB MiB of private anonymous memory with
+ *                           mmap() (a heap of its own, as V8's), write
+ *                           every page, exit(0) with the mapping alive
  *   run_probe chdir DIR     chdir(DIR), then exit(0)
  *   run_probe _exit         _exit(0): no atexit() handler runs
  *
@@ -42,6 +45,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -251,6 +255,25 @@ static int aligned(long limit)
 	return bad;
 }
 
+/*
+ * A heap of its own: @limit MiB mapped and written, left mapped so that
+ * the figures written at exit see it resident.
+ */
+static int own_heap(long limit)
+{
+	size_t n = (size_t)(limit * MIB);
+	char *p = mmap(NULL, n, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (p == MAP_FAILED) {
+		printf("mmap: %ld MiB refused: %s\n", limit, strerror(errno));
+		return 1;
+	}
+	memset(p, 5, n);
+	printf("mmap: %ld MiB mapped and written\n", limit);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	long mib = argc > 2 ? atol(argv[2]) : 0;
@@ -270,6 +293,8 @@ int main(int argc, char **argv)
 		return threads();
 	if (!strcmp(argv[1], "aligned"))
 		return aligned(mib);
+	if (!strcmp(argv[1], "mmap"))
+		return own_heap(mib);
 	if (!strcmp(argv[1], "chdir") && argc > 2)
 		return chdir(argv[2]) != 0;
 	if (!strcmp(argv[1], "_exit"))

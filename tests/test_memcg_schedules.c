@@ -160,6 +160,8 @@ struct scenario {
 	void (*step[MAX_THREADS])(struct scene *s);
 	/* After the threads joined, with nothing in flight. */
 	void (*check)(struct scene *s);
+	/* Schedules (runs), times TALLY_TEST_SCALE: a fork costs more. */
+	long schedules;
 };
 
 /* The refill of the last group beside P: it evicts A's slot. */
@@ -227,6 +229,7 @@ static const struct scenario refill_with_eviction = {
 	.nr = 3,
 	.step = { refill_evicting_a, charge_what_fits_beside_a, charge_a },
 	.check = check_refusal,
+	.schedules = 4000,
 };
 
 /*
@@ -269,6 +272,7 @@ static const struct scenario carry_against_set_max = {
 	.nr = 2,
 	.step = { uncharge_carrying_a_batch, set_p_max_to_the_charged_total },
 	.check = check_carry,
+	.schedules = 4000,
 };
 
 /*
@@ -297,6 +301,7 @@ static const struct scenario destroy_against_refill = {
 	.nr = 3,
 	.step = { charge_a, destroy_a, charge_what_fits_under_p },
 	.check = check_destroy,
+	.schedules = 4000,
 };
 
 /*
@@ -348,6 +353,7 @@ static const struct scenario fork_during_transfer = {
 	.step = { refill_evicting_a, fork_and_check_the_child,
 		  charge_what_fits_under_p },
 	.check = check_fork,
+	.schedules = 1000,
 };
 
 /* ---- the threads of a run ---------------------------------------------- */
@@ -720,15 +726,12 @@ static bool schedule_once(const struct scenario *sc, bool simulated,
 	return ok && !harness_test_failed();
 }
 
-/* Schedules per scenario and domain, times TALLY_TEST_SCALE. */
-#define SCHEDULES 4000
-
 static void explore(const struct scenario *sc, bool simulated)
 {
 	static struct orders orders;
 	static struct trace tr;
 	const char *only = getenv("TALLY_TEST_SCHEDULE");
-	long first = 0, n = harness_scale(SCHEDULES), i, points_seen = 0;
+	long first = 0, n = harness_scale(sc->schedules), i, points_seen = 0;
 	double start = harness_now();
 
 	memset(&orders, 0, sizeof(orders));
@@ -765,12 +768,9 @@ static void explore(const struct scenario *sc, bool simulated)
 
 #else /* !TALLY_INJECT */
 
-/* Runs with the threads free, per scenario and domain, times the scale. */
-#define FREE_RUNS 2000
-
 static void explore(const struct scenario *sc, bool simulated)
 {
-	long n = harness_scale(FREE_RUNS);
+	long n = harness_scale(sc->schedules / 2);
 
 	for (long i = 0; i < n && !harness_test_failed(); i++) {
 		struct run *r = calloc(1, sizeof(*r));

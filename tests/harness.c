@@ -229,6 +229,11 @@ struct rng rng_seed(uint64_t stream)
 	return r;
 }
 
+uint64_t harness_seed(void)
+{
+	return base_seed;
+}
+
 static bool selected(const struct harness_test *t, const char *filter)
 {
 	if (!filter)

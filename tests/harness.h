@@ -155,6 +155,8 @@ struct rng {
 /* The current test's seed (distinct per @stream, e.g. per thread). */
 struct rng rng_seed(uint64_t stream);
 uint64_t rng_next(struct rng *r);
+/* The run's seed, as TALLY_TEST_SEED gives it and a failure prints it. */
+uint64_t harness_seed(void);
 /* Uniform in [0, n), n >= 1. */
 uint64_t rng_below(struct rng *r, uint64_t n);
 

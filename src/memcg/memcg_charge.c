@@ -169,6 +169,7 @@ static struct tally_memcg *refill(struct tally_memcg **gp, unsigned int cpu,
 	if (memcg_transfer_may_move(g) &&
 	    !memcg_counters_try_add(g, n + batch)) {
 		STORE(&g->fast.stock_cap, 2 * batch);
+		(void)tally_inject(TALLY_INJECT_MEMCG_REFILLED);
 		if (!memcg_stock_deposit(g, cpu, batch, 2 * batch))
 			memcg_counters_sub(g, NULL, batch);
 		refuser = NULL;
@@ -261,6 +262,7 @@ static int uncharge(struct tally_memcg *g, unsigned int cpu, long bytes)
 		memcg_transfer_end(&tr);
 		return memcg_counters_uncharge(memcg_resolve(g), bytes);
 	}
+	(void)tally_inject(TALLY_INJECT_MEMCG_CARRIED);
 	err = memcg_counters_uncharge(memcg_resolve(g), bytes + batch);
 	if (err && !memcg_stock_give(g, cpu, batch, LOAD(&g->fast.stock_cap)))
 		memcg_counters_give_back(memcg_resolve(g), batch);

@@ -45,16 +45,19 @@
 
 #include <tally/memcg.h>
 
+#include "runtime/inject.h"
 #include "memcg_internal.h"
 
 void memcg_transfer_begin(struct tally_memcg_tree *t,
 			  struct memcg_transfer *tr)
 {
 	grace_enter(&t->grace, &tr->section);
+	(void)tally_inject(TALLY_INJECT_MEMCG_TRANSFER_BEGUN);
 }
 
 void memcg_transfer_end(struct memcg_transfer *tr)
 {
+	(void)tally_inject(TALLY_INJECT_MEMCG_TRANSFER_ENDING);
 	grace_leave(&tr->section);
 }
 
@@ -82,6 +85,7 @@ bool memcg_settle_lock(struct tally_memcg *h)
 	pthread_mutex_lock(&t->drain_lock);
 	memcg_drain_locked(h);
 	pthread_mutex_unlock(&t->drain_lock);
+	(void)tally_inject(TALLY_INJECT_MEMCG_SETTLE_DRAINED);
 	settled = grace_wait(&t->grace, backoff_now_ns() + TRANSFER_WAIT_NS);
 	if (!settled)
 		INC(&t->drain_waits);

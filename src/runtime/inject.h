@@ -82,6 +82,31 @@ enum tally_inject_point {
 	 * for has not happened yet; the waiter's locks are held.
 	 */
 	TALLY_INJECT_BACKOFF_NAP,
+	/*
+	 * Memory groups: a transfer (memcg_transfer.c) began, before it
+	 * checks the pressure; no lock held.
+	 */
+	TALLY_INJECT_MEMCG_TRANSFER_BEGUN,
+	/*
+	 * Memory groups: a transfer moved its bytes and is about to end
+	 * (still counted in the tree's grace domain); no lock held.
+	 */
+	TALLY_INJECT_MEMCG_TRANSFER_ENDING,
+	/*
+	 * Memory groups: a settle pressed and drained its subtree, before
+	 * it waits for the transfers that began before; no lock held.
+	 */
+	TALLY_INJECT_MEMCG_SETTLE_DRAINED,
+	/*
+	 * Memory groups: a refill's batch is in the counters, not yet in a
+	 * slot (inside its transfer); no lock held.
+	 */
+	TALLY_INJECT_MEMCG_REFILLED,
+	/*
+	 * Memory groups: an uncharge took a batch out of its slot, not yet
+	 * out of the counters (inside its transfer); no lock held.
+	 */
+	TALLY_INJECT_MEMCG_CARRIED,
 	TALLY_INJECT_NR_POINTS
 };
 

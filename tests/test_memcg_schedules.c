@@ -2,8 +2,7 @@
 /*
  * test_memcg_schedules.c - the charge protocol (memcg_transfer.c) keeps
  * its promises in every order its steps can take: no false refusal, no
- * false -EBUSY, no usage above a max, exact usage at quiescence, a fork
- * child's counters equal to its charges.
+ * false -EBUSY, no usage above a max, exact usage at quiescence.
  *
  * Each scenario runs two or three threads on a small tree whose slots
  * interact (one CPU: the system domain's rseq stocks with the threads
@@ -160,7 +159,7 @@ struct scenario {
 	void (*step[MAX_THREADS])(struct scene *s);
 	/* After the threads joined, with nothing in flight. */
 	void (*check)(struct scene *s);
-	/* Schedules (runs), times TALLY_TEST_SCALE: a fork costs more. */
+	/* Schedules (runs), times TALLY_TEST_SCALE. */
 	long schedules;
 };
 
@@ -302,58 +301,6 @@ static const struct scenario destroy_against_refill = {
 	.step = { charge_a, destroy_a, charge_what_fits_under_p },
 	.check = check_destroy,
 	.schedules = 4000,
-};
-
-/*
- * (4) fork() while a refill evicts A's slot and P is charged what fits.
- * The child has none of the other threads: its counters hold exactly its
- * charges, whichever of theirs were made before the fork.
- */
-static struct scene *forking_scene;
-
-static void child_checks_its_counters(void)
-{
-	struct scene *s = forking_scene;
-	long p = drained(s->p), last = drained(s->other[OTHERS - 1]);
-	long beside = 0;
-
-	/* P: A's 4 KiB, and the charge of what fits if it was made. */
-	if (p != 4 * KB)
-		CHECK_EQ_LONG(p, 4 * KB + FITS);
-	if (last != 0)
-		CHECK_EQ_LONG(last, 4 * KB);
-	for (int i = 0; i < OTHERS; i++)
-		beside += drained(s->other[i]);
-	CHECK_EQ_LONG(beside, (OTHERS - 1) * 4 * KB + last);
-	CHECK_EQ_LONG(drained(tally_memcg_root(s->t)), p + beside);
-	harness_child_exit();
-}
-
-static void fork_and_check_the_child(struct scene *s)
-{
-	pid_t pid;
-
-	forking_scene = s;
-	pid = fork();
-	if (pid == 0)
-		child_checks_its_counters();
-	if (CHECK(pid > 0))
-		CHECK_EQ_LONG(harness_wait_child(pid), 0);
-}
-
-static void check_fork(struct scene *s)
-{
-	check_exact(s, 4 * KB + FITS);
-}
-
-static const struct scenario fork_during_transfer = {
-	.name = "fork",
-	.setup = setup_refusal,
-	.nr = 3,
-	.step = { refill_evicting_a, fork_and_check_the_child,
-		  charge_what_fits_under_p },
-	.check = check_fork,
-	.schedules = 1000,
 };
 
 /* ---- the threads of a run ---------------------------------------------- */
@@ -836,18 +783,4 @@ TEST(a_destroy_racing_a_refill_and_a_charge_of_the_parent_is_exact_in_any_order)
 TEST(a_destroy_racing_a_refill_and_a_charge_of_the_parent_is_exact_in_any_order_on_a_simulated_domain)
 {
 	explore(&destroy_against_refill, true);
-}
-
-/*
- * A fork at any point of an eviction and of a settle: the child's
- * counters hold exactly its charges, and the parent's charges succeed.
- */
-TEST(a_fork_child_s_counters_hold_its_charges_in_any_order_of_a_transfer)
-{
-	explore(&fork_during_transfer, false);
-}
-
-TEST(a_fork_child_s_counters_hold_its_charges_in_any_order_of_a_transfer_on_a_simulated_domain)
-{
-	explore(&fork_during_transfer, true);
 }

@@ -107,10 +107,12 @@
  * the child, which may use the inherited tree; fork() never waits for a
  * callback.  Before it, fork() waits (up to 1 s) for the transfers other
  * threads have in flight between a page counter and a stock, and stops
- * new ones until it returns, so the child's counters hold exactly what
- * its stocks and its charges hold (a thread stopped in a transfer for
- * longer leaves that transfer's bytes counted in the child).  Event file
- * descriptors are inherited like any descriptor.
+ * new ones from moving bytes until it returns, so no batch on its way
+ * between a stock and the counters is left counted in the child.  A
+ * charge or uncharge that another thread is making through the page
+ * counters at the moment of the fork (one compare-and-swap per level)
+ * may be copied half done: the child's levels then disagree by that
+ * charge.  Event file descriptors are inherited like any descriptor.
  *
  * Error codes: functions that can fail return 0 or a negative errno value:
  * -EINVAL for NULL pointers, bad names, sizes or flags; -ENOENT for a path

@@ -42,73 +42,16 @@
 #include "harness.h"
 #include "util.h"
 #include "memcg/memcg_internal.h"
-#include "memcg/memcg_stock.h"
+#include "memcg_scene.h"
 #include "runtime/inject.h"
 
 #define KB 1024l
-#define BATCH (64 * KB)
-#define PARENT_MAX (1024 * KB)
+#define PARENT_MAX SCENE_PARENT_MAX
 /* Groups beside P: with A, one more than the slots of a CPU. */
-#define OTHERS MEMCG_SLOTS
+#define OTHERS SCENE_OTHERS
 #define MAX_THREADS 3
 
-/* ---- the scene: a small tree --------------------------------------------- */
-
-/*
- * The root with P (max PARENT_MAX) and its child A, and OTHERS groups
- * beside P.  Every charge of a scenario goes to one CPU: the real CPU
- * the threads are pinned to, or the simulated domain's CPU 0.
- */
-struct scene {
-	struct tally_domain *domain;	/* simulated, or NULL */
-	struct tally_memcg_tree *t;
-	struct tally_memcg *p, *a, *other[OTHERS];
-	int cpu;			/* the real CPU (system domain) */
-	long watch_max;			/* P's usage never above it, or 0 */
-};
-
-static bool scene_init(struct scene *s, bool simulated)
-{
-	memset(s, 0, sizeof(*s));
-	s->cpu = (int)util_allowed_cpu(0);
-	if (simulated &&
-	    !CHECK_EQ_LONG(tally_domain_create_simulated(&s->domain, 2,
-							  TALLY_GROUP_LOW_BITS), 0))
-		return false;
-	s->t = util_memcg_tree(s->domain, BATCH);
-	if (!s->t)
-		return false;
-	s->p = util_memcg_group(tally_memcg_root(s->t), "p");
-	s->a = s->p ? util_memcg_group(s->p, "a") : NULL;
-	if (!s->a ||
-	    !CHECK_EQ_LONG(tally_memcg_set_limit(s->p, TALLY_MEMCG_MAX,
-						 PARENT_MAX), 0))
-		return false;
-	for (int i = 0; i < OTHERS; i++) {
-		char name[16];
-
-		snprintf(name, sizeof(name), "o%d", i);
-		s->other[i] = util_memcg_group(tally_memcg_root(s->t), name);
-		if (!s->other[i])
-			return false;
-	}
-	return true;
-}
-
-static void scene_fini(struct scene *s)
-{
-	if (s->a)
-		tally_memcg_put(s->a);
-	if (s->p)
-		tally_memcg_put(s->p);
-	for (int i = 0; i < OTHERS; i++)
-		if (s->other[i])
-			tally_memcg_put(s->other[i]);
-	if (s->t)
-		tally_memcg_tree_destroy(s->t);
-	if (s->domain)
-		tally_domain_destroy(s->domain);
-}
+/* ---- the scene (memcg_scene.h): every charge on one CPU ----------------- */
 
 static int charge(struct scene *s, struct tally_memcg *g, long n)
 {

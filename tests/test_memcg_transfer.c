@@ -32,12 +32,11 @@
 #include "harness.h"
 #include "util.h"
 #include "memcg/memcg_internal.h"
-#include "memcg/memcg_stock.h"
+#include "memcg_scene.h"
 
 #define KB 1024l
-#define MB (1024l * KB)
-#define BATCH (64 * KB)
-#define PARENT_MAX MB
+#define PARENT_MAX SCENE_PARENT_MAX
+#define OTHERS SCENE_OTHERS
 
 static void wait_for(int *word, int value)
 {
@@ -99,58 +98,6 @@ static void park_teardown(void)
 {
 	tally_inject_set(park_point, NULL, NULL);
 	tally_inject_set(TALLY_INJECT_BACKOFF_NAP, NULL, NULL);
-}
-
-/*
- * One tree: P (max 1 MiB) with a child A, and eight groups beside P under
- * the root, so that the nine groups a worker charges on one CPU need
- * nine slots of eight: the ninth refill evicts the first one installed,
- * A's (a free slot first, then slot 0).
- */
-#define OTHERS MEMCG_SLOTS
-
-struct scene {
-	struct tally_domain *domain;	/* simulated, or NULL */
-	struct tally_memcg_tree *t;
-	struct tally_memcg *p, *a, *other[OTHERS];
-	int cpu;			/* the worker's (simulated) CPU */
-};
-
-static bool scene_init(struct scene *s, bool simulated)
-{
-	memset(s, 0, sizeof(*s));
-	if (simulated &&
-	    !CHECK_EQ_LONG(tally_domain_create_simulated(&s->domain, 2,
-							  TALLY_GROUP_LOW_BITS), 0))
-		return false;
-	s->t = util_memcg_tree(s->domain, BATCH);
-	if (!s->t)
-		return false;
-	s->p = util_memcg_group(tally_memcg_root(s->t), "p");
-	s->a = s->p ? util_memcg_group(s->p, "a") : NULL;
-	if (!s->a ||
-	    !CHECK_EQ_LONG(tally_memcg_set_limit(s->p, TALLY_MEMCG_MAX,
-						 PARENT_MAX), 0))
-		return false;
-	for (int i = 0; i < OTHERS; i++) {
-		char name[16];
-
-		snprintf(name, sizeof(name), "o%d", i);
-		s->other[i] = util_memcg_group(tally_memcg_root(s->t), name);
-		if (!s->other[i])
-			return false;
-	}
-	return true;
-}
-
-static void scene_fini(struct scene *s)
-{
-	tally_memcg_put(s->a);
-	tally_memcg_put(s->p);
-	for (int i = 0; i < OTHERS; i++)
-		tally_memcg_put(s->other[i]);
-	tally_memcg_tree_destroy(s->t);
-	tally_domain_destroy(s->domain);
 }
 
 static int scene_charge(struct scene *s, struct tally_memcg *g, long n)
@@ -240,18 +187,33 @@ static int charge_what_fits_anywhere(struct actor *a)
 	return tally_memcg_charge(a->s->p, FITS, 0);
 }
 
+static struct scene *fork_scene;
+
+/*
+ * A scene in which @act runs while the worker's eviction of A's slot is
+ * parked; it succeeds (0).  P's drained usage after, or -1.
+ */
+static long act_during_an_eviction(bool simulated, int (*act)(struct actor *))
+{
+	struct actor a = { .act = act };
+	struct scene s;
+	long usage;
+
+	if (!scene_init(&s, simulated))
+		return -1;
+	a.s = fork_scene = &s;
+	with_worker_parked(&s, TALLY_INJECT_MEMCG_EVICTED, &a, 1);
+	CHECK_EQ_LONG(a.result, 0);
+	usage = util_memcg_usage(s.p, TALLY_MEMCG_READ_DRAIN);
+	scene_fini(&s);
+	return usage;
+}
+
 static void evicted_bytes_never_refuse(bool simulated)
 {
-	struct actor act = { .act = charge_what_fits_anywhere };
-	struct scene s;
-
-	REQUIRE(scene_init(&s, simulated));
-	act.s = &s;
-	with_worker_parked(&s, TALLY_INJECT_MEMCG_EVICTED, &act, 1);
-	CHECK_EQ_LONG(act.result, 0);
-	CHECK_EQ_LONG(util_memcg_usage(s.p, TALLY_MEMCG_READ_DRAIN),
+	CHECK_EQ_LONG(act_during_an_eviction(simulated,
+					     charge_what_fits_anywhere),
 		      4 * KB + FITS);
-	scene_fini(&s);
 }
 
 /*
@@ -280,14 +242,8 @@ static int lower_max_to_what_is_held(struct actor *a)
  */
 TEST(a_max_that_holds_every_charge_is_set_while_an_eviction_carries_bytes_back)
 {
-	struct actor act = { .act = lower_max_to_what_is_held };
-	struct scene s;
-
-	REQUIRE(scene_init(&s, false));
-	act.s = &s;
-	with_worker_parked(&s, TALLY_INJECT_MEMCG_EVICTED, &act, 1);
-	CHECK_EQ_LONG(act.result, 0);
-	scene_fini(&s);
+	CHECK_EQ_LONG(act_during_an_eviction(false, lower_max_to_what_is_held),
+		      4 * KB);
 }
 
 static int destroy_a(struct actor *a)
@@ -343,8 +299,6 @@ TEST(a_transfer_on_a_group_destroyed_mid_flight_never_makes_a_refusal_false)
  * hold exactly what its charges hold (nothing of a transfer that no
  * thread of the child will finish).
  */
-static struct scene *fork_scene;
-
 static int fork_and_check_the_child(struct actor *a)
 {
 	pid_t pid = fork();
@@ -367,15 +321,8 @@ static int fork_and_check_the_child(struct actor *a)
 
 TEST(a_fork_child_s_counters_hold_exactly_its_charges_after_an_eviction_in_flight)
 {
-	struct actor act = { .act = fork_and_check_the_child };
-	struct scene s;
-
-	REQUIRE(scene_init(&s, false));
-	act.s = &s;
-	fork_scene = &s;
-	with_worker_parked(&s, TALLY_INJECT_MEMCG_EVICTED, &act, 1);
-	CHECK_EQ_LONG(act.result, 0);
-	scene_fini(&s);
+	CHECK_EQ_LONG(act_during_an_eviction(false, fork_and_check_the_child),
+		      4 * KB);
 }
 #endif /* TALLY_INJECT */
 

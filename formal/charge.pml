@@ -502,8 +502,9 @@ inline deposit(g, b)
 /* ---- charge, uncharge, refusal (memcg_charge.c, memcg_transfer.c) ------ */
 
 /*
- * memcg_settle(g, n) for a charge refused at level r: steps 1-5 of
- * design.md.  Leaves r = NG when charged.
+ * memcg_settle_and_retry(g, n) for a charge refused at level r, each
+ * round a memcg_settle_lock(): press h, wait for the transfers that began
+ * before, drain h and retry under drain_lock.  Leaves r = NG when charged.
  */
 inline settle(g, n)
 {
@@ -513,11 +514,8 @@ inline settle(g, n)
 	EVENT(13, pressure[P] + pressure[A] >= 2);
 	do
 	:: 1 ->
-		lock(drain_lock);			/* 2 */
-		drain(h);
-		unlock(drain_lock);
-		grace_wait();				/* 3 */
-		lock(drain_lock);			/* 4 */
+		grace_wait();				/* 2 */
+		lock(drain_lock);			/* 3 */
 		drain(h);
 		try_add(g, n, 0, 1, h);
 		unlock(drain_lock);

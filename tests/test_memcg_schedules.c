@@ -404,7 +404,7 @@ static const struct {
 	{ TALLY_INJECT_BACKOFF_NAP, "nap" },
 	{ TALLY_INJECT_MEMCG_TRANSFER_BEGUN, "begun" },
 	{ TALLY_INJECT_MEMCG_TRANSFER_ENDING, "ending" },
-	{ TALLY_INJECT_MEMCG_SETTLE_DRAINED, "settle-drained" },
+	{ TALLY_INJECT_MEMCG_SETTLE_PRESSED, "settle-pressed" },
 	{ TALLY_INJECT_MEMCG_REFILLED, "refilled" },
 	{ TALLY_INJECT_MEMCG_CARRIED, "carried" },
 };

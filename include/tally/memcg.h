@@ -28,13 +28,13 @@
  *            while the chain is far from its limits and shrink near them
  *            (struct tally_memcg_options).
  *   limits   A charge that does not fit under max somewhere first settles
- *            the refusing level's subtree: it drains the slots that hold
- *            its groups on every CPU (its own CPU's with that CPU's
- *            sequences, the others' restarting the sequences in flight
- *            with membarrier()), waits for the bytes other threads are
- *            carrying between a page counter and a slot, drains again
- *            and retries; only then does it fail, after the reclaim
- *            callbacks and the group's OOM policy.
+ *            the refusing level's subtree: it waits for the bytes other
+ *            threads are carrying between a page counter and a slot,
+ *            drains the slots that hold its groups on every CPU (its own
+ *            CPU's with that CPU's sequences, the others' restarting the
+ *            sequences in flight with membarrier()) and retries; only
+ *            then does it fail, after the reclaim callbacks and the
+ *            group's OOM policy.
  *
  * What is exact:
  *   - usage never exceeds max at any level, except by charges made with

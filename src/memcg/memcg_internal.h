@@ -107,6 +107,12 @@ struct tally_memcg {
 	struct tally_memcg_tree *tree;
 	struct tally_memcg *parent;	/* a reference on it is held */
 	int dead;			/* destroyed: work goes to parent */
+	/*
+	 * Settles of this subtree running: read by every transfer of the
+	 * chain below, written only by settles, so not on the counter's
+	 * line, which every refill of every CPU writes.
+	 */
+	int pressure;
 	unsigned int magic;
 	unsigned int depth;
 	struct tally_stats_group *stats;
@@ -115,7 +121,6 @@ struct tally_memcg {
 	long usage __attribute__((aligned(64)));
 	long peak;
 	unsigned long refills;		/* charges that reached the counter */
-	int pressure;			/* settles of this subtree running */
 	long max;
 	long high;
 	long low;

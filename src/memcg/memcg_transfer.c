@@ -20,13 +20,14 @@
  * under which every settled read is made.
  *
  * Settling @h's subtree (a refusal's last try, setting max): press @h
- * (from then on a new transfer moves none of its subtree's bytes), drain
- * it, wait for the transfers that began before (grace_wait()), drain it
- * again and, still under drain_lock, read or charge the counters.  Then
- * every byte in them is charged: the old transfers have ended (their
- * bytes are in the counters or were in a slot the second drain
- * emptied), the new ones saw the pressure, and drains are behind the
- * lock.  formal/charge.pml checks this with spin, with the same steps.
+ * (from then on a new transfer moves none of its subtree's bytes), wait
+ * for the transfers that began before (grace_wait()), drain it and,
+ * still under drain_lock, read or charge the counters.  Then every byte
+ * in them is charged: the old transfers have ended (their bytes are in
+ * the counters or in a slot the drain emptied), the new ones saw the
+ * pressure and put nothing in a slot of the subtree nor took one over,
+ * and other drains are behind the lock.  formal/charge.pml checks this
+ * with spin, with the same steps.
  *
  * Destroy uses it without the pressure: the dead flag stops new installs
  * of the group, the wait ends the old ones, then the drain empties its
@@ -36,7 +37,7 @@
  *
  * Costs: a transfer, two atomic adds on its CPU's shard of the domain
  * and a load per level of the chain (the pressure check), on the slow
- * path only.  A settle, two drains and a grace period: O(CPUs x slots x
+ * path only.  A settle, a grace period and a drain: O(CPUs x slots x
  * depth) and, when every transfer runs, two lock round trips; a transfer
  * whose thread is off its CPU delays it, 1 s at most (TRANSFER_WAIT_NS):
  * the charge is then refused, as the bytes may be lost with that thread.
@@ -82,10 +83,7 @@ bool memcg_settle_lock(struct tally_memcg *h)
 	bool settled;
 
 	__atomic_add_fetch(&h->pressure, 1, __ATOMIC_SEQ_CST);
-	pthread_mutex_lock(&t->drain_lock);
-	memcg_drain_locked(h);
-	pthread_mutex_unlock(&t->drain_lock);
-	(void)tally_inject(TALLY_INJECT_MEMCG_SETTLE_DRAINED);
+	(void)tally_inject(TALLY_INJECT_MEMCG_SETTLE_PRESSED);
 	settled = grace_wait(&t->grace, backoff_now_ns() + TRANSFER_WAIT_NS);
 	if (!settled)
 		INC(&t->drain_waits);

@@ -93,10 +93,10 @@ enum tally_inject_point {
 	 */
 	TALLY_INJECT_MEMCG_TRANSFER_ENDING,
 	/*
-	 * Memory groups: a settle pressed and drained its subtree, before
-	 * it waits for the transfers that began before; no lock held.
+	 * Memory groups: a settle pressed its subtree, before it waits for
+	 * the transfers that began before; no lock held.
 	 */
-	TALLY_INJECT_MEMCG_SETTLE_DRAINED,
+	TALLY_INJECT_MEMCG_SETTLE_PRESSED,
 	/*
 	 * Memory groups: a refill's batch is in the counters, not yet in a
 	 * slot (inside its transfer); no lock held.

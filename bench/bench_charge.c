@@ -8,8 +8,7 @@
  * Three phases, each on fresh trees of every design:
  *
  *   cost      ns per charge + uncharge pair of 4 KiB, per thread, at each
- *             thread count x chain depth x fill x groups charged
- *             (bench_charge_cost.c);
+ *             thread count x chain depth x fill (bench_charge_cost.c);
  *   accuracy  the same cells, untimed, against an exact oracle: refusals,
  *             false refusals, overshoot and the usage error at quiescence
  *             (bench_charge_oracle.c);
@@ -19,9 +18,7 @@
  *
  * This file parses the options, runs the cells in order, each cell's cost
  * then its accuracy, prints a row per cell as it comes, and ends with the
- * error phase and a legend of the columns.  The cells of one group
- * (the chain's last level) come first, in the JSON's "charge"; those of
- * several sibling groups under it follow, in its "charge_groups".
+ * error phase and a legend of the columns.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -46,9 +43,8 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: tally bench charge [--json FILE] [--threads LIST] [--depth LIST]\n"
-		"                          [--fill LIST] [--groups LIST] [--reps N]\n"
-		"                          [--tally-flags FLAGS] [--wave KIB] [--no-pin]\n"
-		"                          [--quick]\n"
+		"                          [--fill LIST] [--reps N] [--tally-flags FLAGS]\n"
+		"                          [--wave KIB] [--no-pin] [--quick]\n"
 		"\n"
 		"Charge and uncharge memory against a chain of groups with a max on every\n"
 		"level, in four designs side by side: tally's memory groups, the Linux\n"
@@ -64,9 +60,6 @@ static void usage(FILE *f)
 		"  --depth LIST        chain depths, 1 to 8 (default 1,4)\n"
 		"  --fill LIST         far, 95 (default both): the chain starts empty, or\n"
 		"                      charged to 95%% of max\n"
-		"  --groups LIST       groups each thread charges in turn: 1, the chain's\n"
-		"                      last level, or 2 to 64 sibling groups under it, more\n"
-		"                      than a CPU's stock caches (default 1,16)\n"
 		"  --reps N            repetitions per figure, the median reported, 1 to 32\n"
 		"                      (default 5; --quick: 3)\n"
 		"  --wave KIB          working set of each thread in the cost phase, 4 to\n"
@@ -96,9 +89,6 @@ static int option(int opt, char *arg, void *ctx)
 				     CHARGE_MAX_DEPTH, &r->nr_depths);
 	case 'f':
 		return tool_opt_names(arg, fill_names, NR_FILLS, &r->fills);
-	case 'g':
-		return tool_opt_list(arg, r->groups, MAX_LIST, 1,
-				     CHARGE_MAX_GROUPS, &r->nr_groups);
 	case 'r':
 		if (tool_opt_uint(arg, 1, BENCH_MAX_REPS, &one))
 			return -1;
@@ -132,7 +122,6 @@ static int parse_options(struct run *r, int argc, char **argv)
 		{ "threads", required_argument, NULL, 't' },
 		{ "depth", required_argument, NULL, 'd' },
 		{ "fill", required_argument, NULL, 'f' },
-		{ "groups", required_argument, NULL, 'g' },
 		{ "reps", required_argument, NULL, 'r' },
 		{ "tally-flags", required_argument, NULL, 'F' },
 		{ "wave", required_argument, NULL, 'w' },
@@ -164,11 +153,6 @@ static int parse_options(struct run *r, int argc, char **argv)
 	}
 	if (!r->fills)
 		r->fills = (1u << NR_FILLS) - 1;
-	if (!r->nr_groups) {
-		r->nr_groups = 2;
-		r->groups[0] = 1;
-		r->groups[1] = 16;
-	}
 	if (!r->reps)
 		r->reps = r->quick ? 3 : 5;
 	r->plan.target_ns = r->quick ? 2000000 : 50000000;
@@ -185,20 +169,6 @@ static void print_legend(struct run *r)
 		"\nlegend\n"
 		"  chain     a root without limit and DEPTH groups under it, max %ld MiB on\n"
 		"            each; threads charge the deepest group; every level counts.\n"
-		"  groups    1: as above.  16 (--groups N): N sibling groups under the\n"
-		"            deepest, max %ld MiB each too; each thread's charges go to\n"
-		"            them in turn (a refused charge's group takes the next), an\n"
-		"            uncharge to its charge's group, the fill to the first.  More\n"
-		"            groups than tally's 8 slots per CPU: its refills evict\n"
-		"            another group's slot.  The kernel's stock caches one group\n"
-		"            (Linux 6.16's several are not modelled): a charge or an\n"
-		"            uncharge of another drains it.  A ClickHouse thread moving\n"
-		"            to another group's tracker first flushes its untracked bytes\n"
-		"            to the old one without a limit check (ThreadStatus::\n"
-		"            detachFromGroup()): its charges are then never checked.  The\n"
-		"            page counter charges the group's levels.  The oracle counts\n"
-		"            every charge of the tree, which every level of the chain\n"
-		"            holds.  JSON: \"charge_groups\", rows with \"groups\".\n"
 		"  fill      far: the chain starts empty; 95: it starts with %.1f MiB charged,\n"
 		"            %.1f MiB left.  Cost phase: each thread charges 4 KiB pieces up\n"
 		"            to (room left) / threads, then uncharges them, again and again:\n"
@@ -223,8 +193,7 @@ static void print_legend(struct run *r)
 		"  usage_err |the design's cheap usage read - exact| with the threads\n"
 		"            stopped, their charges held (tally: READ_APPROX value; kernel,\n"
 		"            page_counter: the page counter; clickhouse: the tracked amount).\n",
-		LIMIT >> 20, LIMIT >> 20, (double)FILL95 / (1 << 20),
-		(double)ROOM / (1 << 20),
+		LIMIT >> 20, (double)FILL95 / (1 << 20), (double)ROOM / (1 << 20),
 		r->pin ? "thread i pinned to CPU i mod CPUs" : "threads not pinned");
 	if (r->wave)
 		fprintf(r->out, "  --wave    this run: every thread's working set in the cost phase\n"
@@ -265,43 +234,6 @@ static void json_settings(struct run *r)
 	bench_json_end(w);
 }
 
-/*
- * The cells of one group (@siblings false) or of several sibling groups,
- * each printed and written as it comes, after @cells[*@nr].
- */
-static int run_cells(struct run *r, bool siblings, struct cell *cells,
-		     unsigned int *nr)
-{
-	for (unsigned int g = 0; g < r->nr_groups; g++) {
-		if ((r->groups[g] > 1) != siblings)
-			continue;
-		print_cost_header(r, r->groups[g]);
-		for (unsigned int d = 0; d < r->nr_depths; d++) {
-			for (unsigned int f = 0; f < NR_FILLS; f++) {
-				if (!(r->fills & (1u << f)))
-					continue;
-				for (unsigned int t = 0; t < r->nr_threads;
-				     t++) {
-					struct cell *c = &cells[*nr];
-
-					c->threads = r->threads[t];
-					c->depth = r->depths[d];
-					c->fill = (enum fill)f;
-					c->groups = r->groups[g];
-					if (measure_cost(r, c) ||
-					    measure_accuracy(r, c))
-						return -1;
-					print_cost_row(r, c);
-					json_cell(r, c);
-					fflush(r->out);
-					(*nr)++;
-				}
-			}
-		}
-	}
-	return 0;
-}
-
 int tally_bench_charge(int argc, char **argv)
 {
 	struct run *r = calloc(1, sizeof(*r));
@@ -319,8 +251,7 @@ int tally_bench_charge(int argc, char **argv)
 		free(r);
 		return err > 0 ? 0 : 2;
 	}
-	cells = calloc(MAX_LIST * MAX_LIST * NR_FILLS * MAX_LIST,
-		       sizeof(*cells));
+	cells = calloc(MAX_LIST * MAX_LIST * NR_FILLS, sizeof(*cells));
 	if (!cells || bench_json_open(&r->json, r->json_path)) {
 		if (!cells)
 			fprintf(stderr, "tally: out of memory\n");
@@ -336,12 +267,30 @@ int tally_bench_charge(int argc, char **argv)
 	bench_json_identity(&r->json, "charge");
 	bench_machine_json(&r->json, &m);
 	json_settings(r);
+	print_cost_header(r);
 	bench_json_begin(&r->json, "charge", '[', false);
-	err = run_cells(r, false, cells, &nr);
-	bench_json_end(&r->json);
-	bench_json_begin(&r->json, "charge_groups", '[', false);
-	if (!err)
-		err = run_cells(r, true, cells, &nr);
+	for (unsigned int d = 0; d < r->nr_depths && !err; d++) {
+		for (unsigned int f = 0; f < NR_FILLS && !err; f++) {
+			if (!(r->fills & (1u << f)))
+				continue;
+			for (unsigned int t = 0; t < r->nr_threads && !err; t++) {
+				struct cell *c = &cells[nr];
+
+				c->threads = r->threads[t];
+				c->depth = r->depths[d];
+				c->fill = (enum fill)f;
+				err = measure_cost(r, c);
+				if (!err)
+					err = measure_accuracy(r, c);
+				if (err)
+					break;
+				print_cost_row(r, c);
+				json_cell(r, c);
+				fflush(r->out);
+				nr++;
+			}
+		}
+	}
 	bench_json_end(&r->json);
 	if (!err)
 		print_accuracy(r, cells, nr);

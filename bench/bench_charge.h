@@ -38,7 +38,6 @@ extern const char *const fill_names[NR_FILLS];
 struct run {
 	unsigned int threads[MAX_LIST], nr_threads;
 	unsigned int depths[MAX_LIST], nr_depths;
-	unsigned int groups[MAX_LIST], nr_groups;
 	unsigned int fills;		/* mask of enum fill */
 	unsigned int reps;
 	unsigned int pin;		/* BENCH_PIN or 0 */
@@ -52,13 +51,9 @@ struct run {
 	FILE *out;
 };
 
-/*
- * The figures of one cell (threads x depth x fill x groups), per design.
- * Cells of one group go to the JSON's "charge", those of several sibling
- * groups to its "charge_groups", with their number.
- */
+/* The figures of one cell (threads x depth x fill), per design. */
 struct cell {
-	unsigned int threads, depth, groups;
+	unsigned int threads, depth;
 	enum fill fill;
 	struct bench_result res[NR_DESIGNS];
 	unsigned long timed_refused[NR_DESIGNS];
@@ -66,7 +61,7 @@ struct cell {
 	long overshoot[NR_DESIGNS], error[NR_DESIGNS];
 };
 
-/* A design's tree, the main thread's state, the fill (charged to group 0). */
+/* A design's tree, the main thread's state, and the fill charged. */
 struct tree {
 	const struct charge_design *d;
 	void *obj;
@@ -85,7 +80,7 @@ int tree_make(struct tree *t, const struct charge_design *d,
  */
 int tree_free(struct tree *t);
 
-/* The tree of cell @c: its depth and groups, max LIMIT on every group. */
+/* The chain of cell @c: its depth, max LIMIT on every level. */
 void setup_of(const struct run *r, const struct cell *c,
 	      struct charge_setup *s);
 
@@ -93,7 +88,7 @@ void setup_of(const struct run *r, const struct cell *c,
 
 /* ns per pair of every design in cell @c, repetitions interleaved. */
 int measure_cost(struct run *r, struct cell *c);
-void print_cost_header(struct run *r, unsigned int groups);
+void print_cost_header(struct run *r);
 void print_cost_row(struct run *r, const struct cell *c);
 /* The cell's figures, cost and accuracy, as one JSON object per design. */
 void json_cell(struct run *r, const struct cell *c);

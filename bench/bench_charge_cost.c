@@ -11,10 +11,7 @@
  * at 95% the threads together reach max exactly, so nothing need be
  * refused, but every byte a design keeps in a cache (stock, untracked)
  * pushes its counters over: refills are refused, stocks are drained.  A
- * refused charge still counts as a pair.  Over several sibling groups
- * (--groups), each thread's pieces go to the groups in turn, the fill to
- * the first, and every design's per-CPU or per-thread cache meets a new
- * group at almost every charge.  The designs' repetitions are
+ * refused charge still counts as a pair.  The designs' repetitions are
  * interleaved (bench_measure_set()) so that the ratios between them hold
  * on a noisy machine; the median is reported.  After each phase the tree
  * is drained and must read 0: a design that drifts fails the benchmark.
@@ -45,7 +42,7 @@ int tree_make(struct tree *t, const struct charge_design *d,
 			d->name, strerror(errno));
 		return -1;
 	}
-	if (pre && d->charge(t->obj, &t->main, t->cpu, 0, pre)) {
+	if (pre && d->charge(t->obj, &t->main, t->cpu, pre)) {
 		fprintf(stderr, "tally: %s refused the %ld-byte fill\n",
 			d->name, pre);
 		d->destroy(t->obj);
@@ -60,7 +57,7 @@ int tree_free(struct tree *t)
 	long left;
 
 	if (t->pre)
-		t->d->uncharge(t->obj, &t->main, t->cpu, 0, t->pre);
+		t->d->uncharge(t->obj, &t->main, t->cpu, t->pre);
 	t->d->thread_exit(t->obj, &t->main);
 	left = t->d->drained_usage(t->obj);
 	t->d->destroy(t->obj);
@@ -78,7 +75,6 @@ int tree_free(struct tree *t)
 struct cost_job {
 	struct tree tree;
 	unsigned int threads;
-	unsigned int groups;
 	unsigned int flags;
 	long wave;
 	unsigned long n;
@@ -93,8 +89,7 @@ static void cost_thread(void *arg, unsigned int index)
 	struct charge_thread th = { 0 };
 	unsigned long refused;
 
-	refused = d->pairs(j->tree.obj, &th, j->n, PAIR_BYTES, j->wave,
-			   j->groups);
+	refused = d->pairs(j->tree.obj, &th, j->n, PAIR_BYTES, j->wave);
 	d->thread_exit(j->tree.obj, &th);
 	__atomic_add_fetch(&j->refused, refused, __ATOMIC_RELAXED);
 }
@@ -120,7 +115,6 @@ void setup_of(const struct run *r, const struct cell *c,
 {
 	s->domain = NULL;
 	s->depth = c->depth;
-	s->groups = c->groups;
 	s->max = LIMIT;
 	s->tally_flags = r->tally_flags;
 }
@@ -146,7 +140,6 @@ int measure_cost(struct run *r, struct cell *c)
 		if (err)
 			break;
 		j->threads = c->threads;
-		j->groups = c->groups;
 		j->flags = r->pin;
 		j->wave = r->wave ? r->wave :
 			  ROOM / c->threads / PAIR_BYTES * PAIR_BYTES;
@@ -165,13 +158,10 @@ int measure_cost(struct run *r, struct cell *c)
 
 /* ---- output ------------------------------------------------------------ */
 
-void print_cost_header(struct run *r, unsigned int groups)
+void print_cost_header(struct run *r)
 {
-	fprintf(r->out, "\nns per charge + uncharge pair of 4 KiB, per thread");
-	if (groups > 1)
-		fprintf(r->out, ", over %u sibling groups in turn", groups);
-	fprintf(r->out, " (median of %u; (x) = / the cheapest of the row)\n",
-		r->reps);
+	fprintf(r->out, "\nns per charge + uncharge pair of 4 KiB, per thread "
+		"(median of %u; (x) = / the cheapest of the row)\n", r->reps);
 	fprintf(r->out, "%5s %4s %7s", "depth", "fill", "threads");
 	for (unsigned int i = 0; i < NR_DESIGNS; i++)
 		fprintf(r->out, " %17s", bench_charge_designs[i]->name);
@@ -212,8 +202,6 @@ void json_cell(struct run *r, const struct cell *c)
 		bench_json_string(w, "design", bench_charge_designs[i]->name);
 		bench_json_int(w, "threads", c->threads);
 		bench_json_int(w, "depth", c->depth);
-		if (c->groups > 1)
-			bench_json_int(w, "groups", c->groups);
 		bench_json_string(w, "fill", fill_names[c->fill]);
 		bench_json_double(w, "ns_per_pair", c->res[i].median);
 		bench_json_double(w, "ns_min", c->res[i].min);

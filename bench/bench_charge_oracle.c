@@ -8,10 +8,7 @@
  *             aiming at twice the room left (6.4 MiB / threads each), so
  *             real refusals happen at 95%.  Then, with every thread
  *             stopped holding its charges, the design's usage is compared
- *             with the exact one.  Over several sibling groups, each
- *             thread's charges go to the groups in turn (a refused
- *             charge's group takes the next one), and each uncharge to
- *             the group of the charge it gives back.
+ *             with the exact one.
  *   error     the usage error at quiescence at 16, 64 and 256 threads
  *             without a limit, on this machine's CPUs and on simulated
  *             domains of 64 and 384 CPUs (each charge and uncharge on a
@@ -31,13 +28,6 @@
  *              success, lowered before an uncharge is called; the largest
  *              held - max seen when it is raised is the overshoot.
  *              At quiescence held is the exact usage.
- * Both count every charge of the tree: every limited level of the chain
- * has them all in its subtree, with the same max.  A sibling group (the
- * same max too) has a share of them in its subtree: when committed + n
- * fits max, the refusing level's subtree committed + n fits its max,
- * whichever level refused, so the refusal is false; and a sibling's
- * usage above max puts its parent above max too, so the overshoot of the
- * chain's last level is the tree's.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -69,7 +59,6 @@ static const unsigned int error_cpus[] = { 0, 64, 384 };	/* 0: system */
 struct oracle_job {
 	struct tree tree;
 	unsigned int threads;
-	unsigned int groups;
 	unsigned int nr_cpus;		/* simulated CPUs, 0: this machine */
 	long max;
 	long wave;
@@ -112,13 +101,9 @@ static void atomic_max(long *p, long v)
 		;
 }
 
-_Static_assert(CHARGE_MAX_GROUPS <= 256, "a held charge's group is a byte");
-
 struct holder {
 	long bytes[HELD_CAP];
-	unsigned char group[HELD_CAP];	/* of each charge held */
 	unsigned int nr;
-	unsigned int next;		/* the group the next charge goes to */
 	long total;
 	uint64_t rng;
 	struct charge_thread th;
@@ -139,18 +124,15 @@ static int oracle_charge(struct oracle_job *j, struct holder *h)
 	long n = (long)(1 + bench_rand(&h->rng) % 256) * 64;
 	unsigned long raises, after;
 	unsigned long committed = oracle_commit(j, n, &raises);
-	int err = d->charge(j->tree.obj, &h->th, oracle_cpu(j, h), h->next,
-			    n);
+	int err = d->charge(j->tree.obj, &h->th, oracle_cpu(j, h), n);
 
 	if (!err) {
 		long held = __atomic_add_fetch(&j->held, n, __ATOMIC_SEQ_CST);
 
 		if (held - j->max > h->overshoot)
 			h->overshoot = held - j->max;
-		h->group[h->nr] = (unsigned char)h->next;
 		h->bytes[h->nr++] = n;
 		h->total += n;
-		h->next = charge_next_group(h->next, j->groups);
 		return 0;
 	}
 	if (err != -ENOMEM) {
@@ -171,14 +153,11 @@ static void oracle_uncharge(struct oracle_job *j, struct holder *h,
 			    unsigned int i)
 {
 	long n = h->bytes[i];
-	unsigned int group = h->group[i];
 
-	h->nr--;
-	h->bytes[i] = h->bytes[h->nr];
-	h->group[i] = h->group[h->nr];
+	h->bytes[i] = h->bytes[--h->nr];
 	h->total -= n;
 	__atomic_sub_fetch(&j->held, n, __ATOMIC_SEQ_CST);
-	j->tree.d->uncharge(j->tree.obj, &h->th, oracle_cpu(j, h), group, n);
+	j->tree.d->uncharge(j->tree.obj, &h->th, oracle_cpu(j, h), n);
 	__atomic_sub_fetch(&j->word, (unsigned long)n, __ATOMIC_SEQ_CST);
 }
 
@@ -264,7 +243,6 @@ int measure_accuracy(struct run *r, struct cell *c)
 			return -1;
 		}
 		j->threads = c->threads;
-		j->groups = c->groups;
 		j->wave = 2 * ROOM / c->threads;
 		j->ops = r->acc_ops;
 		err = oracle_run(j, bench_charge_designs[i], &s,
@@ -280,26 +258,17 @@ int measure_accuracy(struct run *r, struct cell *c)
 	return 0;
 }
 
-static void print_accuracy_header(struct run *r, unsigned int groups)
-{
-	fprintf(r->out, "\naccuracy against the exact oracle (%lu random "
-		"charges/uncharges per thread, 64 B-16 KiB", r->acc_ops);
-	if (groups > 1)
-		fprintf(r->out, ", over %u sibling groups in turn", groups);
-	fprintf(r->out, ")\n%5s %4s %7s  %-12s %9s %9s %14s %14s %12s\n",
-		"depth", "fill", "threads", "design", "refused", "false",
-		"overshoot_B", "usage_err_B", "cost_refused");
-}
-
 void print_accuracy(struct run *r, const struct cell *cells,
 			   unsigned int nr)
 {
-	print_accuracy_header(r, nr ? cells[0].groups : 1);
+	fprintf(r->out, "\naccuracy against the exact oracle (%lu random "
+		"charges/uncharges per thread, 64 B-16 KiB)\n", r->acc_ops);
+	fprintf(r->out, "%5s %4s %7s  %-12s %9s %9s %14s %14s %12s\n",
+		"depth", "fill", "threads", "design", "refused", "false",
+		"overshoot_B", "usage_err_B", "cost_refused");
 	for (unsigned int k = 0; k < nr; k++) {
 		const struct cell *c = &cells[k];
 
-		if (k && c->groups != cells[k - 1].groups)
-			print_accuracy_header(r, c->groups);
 		for (unsigned int i = 0; i < NR_DESIGNS; i++)
 			fprintf(r->out, "%5u %4s %7u  %-12s %9lu %9lu %14ld %14ld %12lu\n",
 				c->depth, fill_names[c->fill], c->threads,
@@ -327,7 +296,6 @@ int measure_error(struct run *r)
 		struct tally_domain *dom = NULL;
 		struct charge_setup s = {
 			.depth = 1,
-			.groups = 1,
 			.max = TALLY_MEMCG_UNLIMITED,
 			.tally_flags = r->tally_flags,
 		};
@@ -354,7 +322,6 @@ int measure_error(struct run *r)
 					break;
 				}
 				j->threads = error_threads[t];
-				j->groups = 1;
 				j->nr_cpus = dom ? cpus : 0;
 				j->wave = ERROR_WAVE;
 				j->ops = r->error_ops;

@@ -43,16 +43,6 @@
  *                 ClickHouse's ThreadStatus does.
  *   page_counter  the page counter alone: one atomic per level on every
  *                 charge and uncharge, exact, no cache.
- *
- * Over several sibling groups (struct charge_setup's groups), each design
- * charges the group it is given: tally's slots cache several groups per
- * CPU; the kernel's stock caches one, so a charge or an uncharge of
- * another group than the cached one drains it (refill_stock() on a
- * switch; the multi-group stock of Linux 6.16 is not modelled); a
- * ClickHouse thread attached to another group's tracker first flushes
- * its untracked bytes to the old one without a limit check, as
- * ThreadStatus::detachFromGroup() does; the page counter charges the
- * group's levels.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -72,9 +62,8 @@ static void no_thread_exit(void *v, struct charge_thread *th)
 
 struct tally_design {
 	struct tally_memcg_tree *tree;
-	struct tally_memcg *last;	/* the chain's last level */
+	struct tally_memcg *leaf;
 	unsigned int flags;
-	struct tally_memcg *groups[CHARGE_MAX_GROUPS];	/* charged */
 };
 
 static void tally_destroy(void *v)
@@ -85,80 +74,64 @@ static void tally_destroy(void *v)
 	free(t);
 }
 
-/* A group named @name under @parent with max @max. */
-static int tally_group(struct tally_memcg *parent, const char *name, long max,
-		       struct tally_memcg **out)
-{
-	int err = tally_memcg_create(parent, name, out);
-
-	return err ? err : tally_memcg_set_limit(*out, TALLY_MEMCG_MAX, max);
-}
-
 static void *tally_create(const struct charge_setup *s)
 {
 	struct tally_memcg_options o = { .domain = s->domain };
 	struct tally_design *t = calloc(1, sizeof(*t));
 	struct tally_memcg *g;
-	char name[16];
 	int err;
 
 	if (!t)
 		return NULL;
 	t->flags = s->tally_flags;
-	err = s->groups && s->groups <= CHARGE_MAX_GROUPS ? 0 : -EINVAL;
-	if (!err)
-		err = tally_memcg_tree_create(&t->tree, &o);
+	err = tally_memcg_tree_create(&t->tree, &o);
 	g = err ? NULL : tally_memcg_root(t->tree);
 	for (unsigned int i = 0; i < s->depth && !err; i++) {
+		char name[16];
+
 		snprintf(name, sizeof(name), "level%u", i + 1);
-		err = tally_group(g, name, s->max, &g);
-	}
-	t->last = g;
-	t->groups[0] = g;
-	for (unsigned int i = 0; s->groups > 1 && i < s->groups && !err; i++) {
-		snprintf(name, sizeof(name), "group%u", i);
-		err = tally_group(t->last, name, s->max, &t->groups[i]);
+		err = tally_memcg_create(g, name, &g);
+		if (!err)
+			err = tally_memcg_set_limit(g, TALLY_MEMCG_MAX, s->max);
 	}
 	if (err) {
 		tally_destroy(t);
 		errno = -err;
 		return NULL;
 	}
+	t->leaf = g;
 	return t;
 }
 
-static int tally_charge(void *v, struct charge_thread *th, int cpu,
-			unsigned int group, long n)
+static int tally_charge(void *v, struct charge_thread *th, int cpu, long n)
 {
 	struct tally_design *t = v;
 	int err;
 
 	if (cpu == CHARGE_THIS_CPU)
-		err = tally_memcg_charge(t->groups[group], n, t->flags);
+		err = tally_memcg_charge(t->leaf, n, t->flags);
 	else
-		err = tally_memcg_charge_cpu(t->groups[group],
-					     (unsigned int)cpu, n, t->flags);
+		err = tally_memcg_charge_cpu(t->leaf, (unsigned int)cpu, n,
+					     t->flags);
 	return err < 0 ? err : 0;	/* no high set: no OVER_HIGH */
 }
 
-static void tally_uncharge(void *v, struct charge_thread *th, int cpu,
-			   unsigned int group, long n)
+static void tally_uncharge(void *v, struct charge_thread *th, int cpu, long n)
 {
 	struct tally_design *t = v;
 
 	/* A failure (-ERANGE) would show as drift in the harness's check. */
 	if (cpu == CHARGE_THIS_CPU)
-		tally_memcg_uncharge(t->groups[group], n);
+		tally_memcg_uncharge(t->leaf, n);
 	else
-		tally_memcg_uncharge_cpu(t->groups[group], (unsigned int)cpu,
-					 n);
+		tally_memcg_uncharge_cpu(t->leaf, (unsigned int)cpu, n);
 }
 
 static long tally_read(struct tally_design *t, enum tally_memcg_read_mode m)
 {
 	struct tally_memcg_range r;
 
-	return tally_memcg_usage(t->last, m, &r) ? -1 : r.value;
+	return tally_memcg_usage(t->leaf, m, &r) ? -1 : r.value;
 }
 
 static long tally_usage(void *v)
@@ -172,10 +145,9 @@ static long tally_drained_usage(void *v)
 }
 
 static unsigned long tally_pairs(void *d, struct charge_thread *t,
-				 unsigned long n, long size, long wave,
-				 unsigned int groups)
+				 unsigned long n, long size, long wave)
 {
-	return charge_pairs_loop(d, t, n, size, wave, groups, tally_charge,
+	return charge_pairs_loop(d, t, n, size, wave, tally_charge,
 				 tally_uncharge);
 }
 
@@ -241,36 +213,27 @@ static long pc_read(const struct page_counter *c)
 }
 
 /*
- * The tree of @s: level 0 the root (no limit), levels 1 to depth with
- * s->max, then, with s->groups > 1, that many siblings under the last
- * level with s->max.  Return: the counters, NULL with errno set.
+ * The chain of @s: level 0 the root (no limit), levels 1 to depth with
+ * s->max.  Return: the levels, NULL with errno set.
  */
 static struct page_counter *pc_chain(const struct charge_setup *s)
 {
-	unsigned int nr = s->depth + 1 + (s->groups > 1 ? s->groups : 0);
 	struct page_counter *c;
 
-	if (!s->depth || s->depth > CHARGE_MAX_DEPTH || !s->groups ||
-	    s->groups > CHARGE_MAX_GROUPS) {
+	if (!s->depth || s->depth > CHARGE_MAX_DEPTH) {
 		errno = EINVAL;
 		return NULL;
 	}
-	c = aligned_alloc(64, sizeof(*c) * nr);
+	c = aligned_alloc(64, sizeof(*c) * (s->depth + 1));
 	if (!c)
 		return NULL;
-	memset(c, 0, sizeof(*c) * nr);
+	memset(c, 0, sizeof(*c) * (s->depth + 1));
 	c[0].max = TALLY_MEMCG_UNLIMITED;
-	for (unsigned int i = 1; i < nr; i++) {
+	for (unsigned int i = 1; i <= s->depth; i++) {
 		c[i].max = s->max;
-		c[i].parent = &c[i <= s->depth ? i - 1 : s->depth];
+		c[i].parent = &c[i - 1];
 	}
 	return c;
-}
-
-/* The index in pc_chain()'s counters of group 0 of @s. */
-static unsigned int pc_first_group(const struct charge_setup *s)
-{
-	return s->groups > 1 ? s->depth + 1 : s->depth;
 }
 
 /* ---- kernel: page counter + per-CPU stock of one group ----------------- */
@@ -283,7 +246,6 @@ static unsigned int pc_first_group(const struct charge_setup *s)
 struct kernel_design {
 	struct page_counter *levels;
 	unsigned int depth;
-	unsigned int first;		/* levels[] index of group 0 */
 	struct tally_domain *domain;	/* NULL: the system's, rseq */
 	unsigned int nr_cpus;
 	long *stock;			/* per-CPU stock words */
@@ -364,7 +326,6 @@ static void *kernel_create(const struct charge_setup *s)
 	if (!k)
 		return NULL;
 	k->depth = s->depth;
-	k->first = pc_first_group(s);
 	k->domain = s->domain;
 	k->nr_cpus = tally_domain_nr_cpus(s->domain ? s->domain :
 					  tally_domain_system());
@@ -382,12 +343,11 @@ static void *kernel_create(const struct charge_setup *s)
 	return k;
 }
 
-static int kernel_charge(void *v, struct charge_thread *th, int cpu,
-			 unsigned int group, long n)
+static int kernel_charge(void *v, struct charge_thread *th, int cpu, long n)
 {
 	struct kernel_design *k = v;
-	struct page_counter *leaf = &k->levels[k->first + group];
-	unsigned int id = k->first + group + 1;
+	struct page_counter *leaf = &k->levels[k->depth];
+	unsigned int id = k->depth + 1;
 	long batch = n > CHARGE_KERNEL_BATCH ? n : CHARGE_KERNEL_BATCH;
 
 	if (n <= CHARGE_KERNEL_BATCH && stock_consume(k, cpu, id, n))
@@ -405,11 +365,11 @@ static int kernel_charge(void *v, struct charge_thread *th, int cpu,
 }
 
 static void kernel_uncharge(void *v, struct charge_thread *th, int cpu,
-			    unsigned int group, long n)
+			    long n)
 {
 	struct kernel_design *k = v;
 
-	stock_refill(k, cpu, k->first + group + 1, n);
+	stock_refill(k, cpu, k->depth + 1, n);
 }
 
 static long kernel_usage(void *v)
@@ -432,10 +392,9 @@ static long kernel_drained_usage(void *v)
 }
 
 static unsigned long kernel_pairs(void *d, struct charge_thread *t,
-				  unsigned long n, long size, long wave,
-				  unsigned int groups)
+				  unsigned long n, long size, long wave)
 {
-	return charge_pairs_loop(d, t, n, size, wave, groups, kernel_charge,
+	return charge_pairs_loop(d, t, n, size, wave, kernel_charge,
 				 kernel_uncharge);
 }
 
@@ -457,8 +416,7 @@ const struct charge_design charge_design_kernel = {
 
 struct chain_design {
 	struct page_counter *levels;
-	struct page_counter *last;	/* the chain's last level */
-	struct page_counter *groups;	/* group 0 */
+	struct page_counter *leaf;
 };
 
 static void *chain_create(const struct charge_setup *s)
@@ -475,8 +433,7 @@ static void *chain_create(const struct charge_setup *s)
 		errno = err;
 		return NULL;
 	}
-	c->last = &c->levels[s->depth];
-	c->groups = &c->levels[pc_first_group(s)];
+	c->leaf = &c->levels[s->depth];
 	return c;
 }
 
@@ -492,31 +449,27 @@ static long chain_usage(void *v)
 {
 	struct chain_design *c = v;
 
-	return pc_read(c->last);
+	return pc_read(c->leaf);
 }
 
-static int pc_charge(void *v, struct charge_thread *th, int cpu,
-		     unsigned int group, long n)
+static int pc_charge(void *v, struct charge_thread *th, int cpu, long n)
 {
 	struct chain_design *c = v;
 
-	return pc_try_charge(&c->groups[group], n) ? 0 : -ENOMEM;
+	return pc_try_charge(c->leaf, n) ? 0 : -ENOMEM;
 }
 
-static void pc_uncharge(void *v, struct charge_thread *th, int cpu,
-			unsigned int group, long n)
+static void pc_uncharge(void *v, struct charge_thread *th, int cpu, long n)
 {
 	struct chain_design *c = v;
 
-	pc_add(&c->groups[group], -n);
+	pc_add(c->leaf, -n);
 }
 
 static unsigned long pc_pairs(void *d, struct charge_thread *t,
-			      unsigned long n, long size, long wave,
-			      unsigned int groups)
+			      unsigned long n, long size, long wave)
 {
-	return charge_pairs_loop(d, t, n, size, wave, groups, pc_charge,
-				 pc_uncharge);
+	return charge_pairs_loop(d, t, n, size, wave, pc_charge, pc_uncharge);
 }
 
 const struct charge_design charge_design_page_counter = {
@@ -533,37 +486,14 @@ const struct charge_design charge_design_page_counter = {
 	.pairs = pc_pairs,
 };
 
-/*
- * ThreadStatus::flushUntrackedMemory(): the untracked bytes go to the
- * thread's tracker without a limit check (at a detach and at thread
- * exit, where a refusal could not be reported).
- */
-static void ch_flush(struct chain_design *c, struct charge_thread *th)
-{
-	pc_add(&c->groups[th->group], th->untracked);
-	th->untracked = 0;
-}
-
-/* The thread works for @group now: detached from its old one, if other. */
-static void ch_attach(struct chain_design *c, struct charge_thread *th,
-		      unsigned int group)
-{
-	if (th->group != group) {
-		ch_flush(c, th);
-		th->group = group;
-	}
-}
-
-static int ch_charge(void *v, struct charge_thread *th, int cpu,
-		     unsigned int group, long n)
+static int ch_charge(void *v, struct charge_thread *th, int cpu, long n)
 {
 	struct chain_design *c = v;
 
-	ch_attach(c, th, group);
 	th->untracked += n;
 	if (th->untracked <= CHARGE_CLICKHOUSE_UNTRACKED)
 		return 0;
-	if (pc_try_charge(&c->groups[group], th->untracked)) {
+	if (pc_try_charge(c->leaf, th->untracked)) {
 		th->untracked = 0;
 		return 0;
 	}
@@ -571,29 +501,29 @@ static int ch_charge(void *v, struct charge_thread *th, int cpu,
 	return -ENOMEM;
 }
 
-static void ch_uncharge(void *v, struct charge_thread *th, int cpu,
-			unsigned int group, long n)
+static void ch_uncharge(void *v, struct charge_thread *th, int cpu, long n)
 {
 	struct chain_design *c = v;
 
-	ch_attach(c, th, group);
 	th->untracked -= n;
-	if (th->untracked < -CHARGE_CLICKHOUSE_UNTRACKED)
-		ch_flush(c, th);
+	if (th->untracked < -CHARGE_CLICKHOUSE_UNTRACKED) {
+		pc_add(c->leaf, th->untracked);
+		th->untracked = 0;
+	}
 }
 
 static void ch_thread_exit(void *v, struct charge_thread *th)
 {
-	ch_flush(v, th);
-	th->group = 0;
+	struct chain_design *c = v;
+
+	pc_add(c->leaf, th->untracked);
+	th->untracked = 0;
 }
 
 static unsigned long ch_pairs(void *d, struct charge_thread *t,
-			      unsigned long n, long size, long wave,
-			      unsigned int groups)
+			      unsigned long n, long size, long wave)
 {
-	return charge_pairs_loop(d, t, n, size, wave, groups, ch_charge,
-				 ch_uncharge);
+	return charge_pairs_loop(d, t, n, size, wave, ch_charge, ch_uncharge);
 }
 
 const struct charge_design charge_design_clickhouse = {

@@ -12,10 +12,9 @@
  *
  * Every design is built on the same tree shape: a root without a limit
  * and a chain of @depth groups under it, each with the same max; threads
- * charge the deepest group, or, with @groups > 1, that many sibling groups
- * under it (each with the same max too), in turn.  The timed loop
- * (charge_pairs_loop()) is inlined into each design's pairs() with its
- * own charge and uncharge, so no timing has an indirect call in it.
+ * charge the deepest group.  The timed loop (charge_pairs_loop()) is
+ * inlined into each design's pairs() with its own charge and uncharge, so
+ * no timing has an indirect call in it.
  */
 
 #include <stdbool.h>
@@ -27,23 +26,18 @@
 #define CHARGE_CLICKHOUSE_UNTRACKED (4l << 20)
 /** Deepest chain. */
 #define CHARGE_MAX_DEPTH 8
-/** Most sibling groups charged under the chain. */
-#define CHARGE_MAX_GROUPS 64
 
 /**
  * struct charge_setup - the tree every design builds.
  * @domain: NULL for this machine's CPUs, or a simulated domain (charges
  *	then name their CPU).
  * @depth: groups in the chain under the root, 1 to %CHARGE_MAX_DEPTH.
- * @groups: the groups charged: 1, the chain's last level itself, or 2 to
- *	%CHARGE_MAX_GROUPS sibling groups under it, numbered from 0.
- * @max: the max of every group but the root (which has none).
+ * @max: the max of every group of the chain (the root has none).
  * @tally_flags: the flags of tally's charges.
  */
 struct charge_setup {
 	struct tally_domain *domain;
 	unsigned int depth;
-	unsigned int groups;
 	long max;
 	unsigned int tally_flags;
 };
@@ -51,12 +45,9 @@ struct charge_setup {
 /**
  * struct charge_thread - what a design keeps per thread.
  * @untracked: ClickHouse's thread-local untracked bytes (others: unused).
- * @group: the group ClickHouse's thread is attached to, whose tracker
- *	its untracked bytes belong to (others: unused).
  */
 struct charge_thread {
 	long untracked;
-	unsigned int group;
 };
 
 /** The CPU argument of a charge on this machine (the current CPU). */
@@ -69,91 +60,38 @@ struct charge_thread {
  *	first indented by 15 columns).
  * @create: build the tree of @s; NULL with errno set on failure.
  * @destroy: free what @create built.
- * @charge: charge @bytes to group @group (of struct charge_setup's
- *	@groups) from thread @t, on CPU @cpu of a simulated domain or
- *	%CHARGE_THIS_CPU: 0 or -ENOMEM.
- * @uncharge: give back @bytes charged by @charge to @group.
+ * @charge: charge @bytes to the deepest group from thread @t, on CPU
+ *	@cpu of a simulated domain or %CHARGE_THIS_CPU: 0 or -ENOMEM.
+ * @uncharge: give back @bytes charged by @charge.
  * @thread_exit: what the thread's end does (ClickHouse flushes its
  *	untracked bytes); the thread charges nothing after it.
- * @usage: the design's own view of the usage of the chain's last level
- *	(its subtree: every group charged), as its cheap read gives it (no
- *	drain).
+ * @usage: the design's own view of the deepest group's usage, as its
+ *	cheap read gives it (no drain).
  * @drained_usage: the usage once every per-CPU or per-thread cache is
  *	given back (at quiescence, after every thread_exit): the exact usage.
  * @pairs: the timed loop on this machine, @n charge + uncharge pairs of
- *	@size bytes in waves of @wave bytes over @groups groups (see
- *	charge_pairs_loop()).  Return: the charges refused.
+ *	@size bytes in waves of @wave bytes (see charge_pairs_loop()).
+ *	Return: the charges refused.
  */
 struct charge_design {
 	const char *name;
 	const char *what;
 	void *(*create)(const struct charge_setup *s);
 	void (*destroy)(void *d);
-	int (*charge)(void *d, struct charge_thread *t, int cpu,
-		      unsigned int group, long bytes);
+	int (*charge)(void *d, struct charge_thread *t, int cpu, long bytes);
 	void (*uncharge)(void *d, struct charge_thread *t, int cpu,
-			 unsigned int group, long bytes);
+			 long bytes);
 	void (*thread_exit)(void *d, struct charge_thread *t);
 	long (*usage)(void *d);
 	long (*drained_usage)(void *d);
 	unsigned long (*pairs)(void *d, struct charge_thread *t,
-			       unsigned long n, long size, long wave,
-			       unsigned int groups);
+			       unsigned long n, long size, long wave);
 };
 
 extern const struct charge_design charge_design_tally;
 extern const struct charge_design charge_design_kernel;
 extern const struct charge_design charge_design_clickhouse;
 extern const struct charge_design charge_design_page_counter;
-
-typedef int charge_fn(void *d, struct charge_thread *t, int cpu,
-		      unsigned int group, long bytes);
-typedef void uncharge_fn(void *d, struct charge_thread *t, int cpu,
-			 unsigned int group, long bytes);
-
-/* The group after @g of @groups. */
-static inline __attribute__((always_inline)) unsigned int
-charge_next_group(unsigned int g, unsigned int groups)
-{
-	return g + 1 == groups ? 0 : g + 1;
-}
-
-/*
- * The waves of charge_pairs_loop().  The charges go to the groups in
- * turn, a refused charge's group taking the next charge, so that the
- * held pieces sit in consecutive groups from the wave's first and the
- * uncharges walk the same turn.
- */
-static inline __attribute__((always_inline)) unsigned long
-charge_pairs_waves(void *d, struct charge_thread *t, unsigned long n,
-		   long size, long wave, unsigned int groups,
-		   charge_fn *charge, uncharge_fn *uncharge)
-{
-	unsigned long per = wave >= size ? (unsigned long)(wave / size) : 1;
-	unsigned long refused = 0;
-	unsigned int g = 0;
-
-	while (n) {
-		unsigned long k = n < per ? n : per, held = 0;
-		unsigned int first = g;
-
-		for (unsigned long i = 0; i < k; i++) {
-			if (charge(d, t, CHARGE_THIS_CPU, g, size)) {
-				refused++;
-			} else {
-				held++;
-				g = charge_next_group(g, groups);
-			}
-		}
-		g = first;
-		for (unsigned long i = 0; i < held; i++) {
-			uncharge(d, t, CHARGE_THIS_CPU, g, size);
-			g = charge_next_group(g, groups);
-		}
-		n -= k;
-	}
-	return refused;
-}
 
 /*
  * The timed loop, inlined into each design's pairs() with constant
@@ -162,19 +100,33 @@ charge_pairs_waves(void *d, struct charge_thread *t, unsigned long n,
  * @wave and back, as a request or a query allocates and frees, so the
  * shared counters see the whole swing (a charge right after its uncharge
  * would stay in every cache).  A refused charge is not uncharged and
- * still counts as a pair.  One group is a loop of its own, without the
- * turn's arithmetic.
+ * still counts as a pair.
  */
 static inline __attribute__((always_inline)) unsigned long
 charge_pairs_loop(void *d, struct charge_thread *t, unsigned long n,
-		  long size, long wave, unsigned int groups,
-		  charge_fn *charge, uncharge_fn *uncharge)
+		  long size, long wave,
+		  int (*charge)(void *d, struct charge_thread *t, int cpu,
+				long bytes),
+		  void (*uncharge)(void *d, struct charge_thread *t, int cpu,
+				   long bytes))
 {
-	if (groups == 1)
-		return charge_pairs_waves(d, t, n, size, wave, 1, charge,
-					  uncharge);
-	return charge_pairs_waves(d, t, n, size, wave, groups, charge,
-				  uncharge);
+	unsigned long per = wave >= size ? (unsigned long)(wave / size) : 1;
+	unsigned long refused = 0;
+
+	while (n) {
+		unsigned long k = n < per ? n : per, held = 0;
+
+		for (unsigned long i = 0; i < k; i++) {
+			if (charge(d, t, CHARGE_THIS_CPU, size))
+				refused++;
+			else
+				held++;
+		}
+		for (unsigned long i = 0; i < held; i++)
+			uncharge(d, t, CHARGE_THIS_CPU, size);
+		n -= k;
+	}
+	return refused;
 }
 
 #endif /* TALLY_BENCH_CHARGE_DESIGNS_H */

@@ -128,18 +128,6 @@ run bench charge --fill near
 expect_error cli_bench_charge_refuses_an_unknown_fill 2
 run bench charge --threads 65
 expect_error cli_bench_charge_refuses_more_than_64_threads 2
-# --groups: 1 to 64, a value outside named in the message.
-: >"$tmp/why"
-for g in 0 65; do
-	run bench charge --groups "$g"
-	[ "$rc" -eq 2 ] && grep -q "^tally: bench charge: bad value of --groups: '$g' (.* from 1 to 64)" "$tmp/err" ||
-		{ echo "--groups $g: exit status $rc"; cat "$tmp/err"; } >>"$tmp/why"
-done
-if [ ! -s "$tmp/why" ]; then
-	pass cli_bench_charge_refuses_groups_outside_1_to_64
-else
-	fail cli_bench_charge_refuses_groups_outside_1_to_64 "$tmp/why"
-fi
 run metrics --demo -o /nonexistent-dir/tally.prom
 expect_error cli_metrics_unwritable_file_fails_with_status_1 1
 
@@ -154,15 +142,6 @@ if [ "$(grep -c '"design": "[a-z_]*", "threads": [12], "depth": 2, "fill": "\(fa
 else
 	cp "$tmp/charge.json" "$tmp/why" 2>/dev/null || echo "no JSON" > "$tmp/why"
 	fail cli_bench_charge_json_has_a_row_per_design_and_cell "$tmp/why"
-fi
-# The default --groups 1,16: a row per design and cell over 16 sibling
-# groups too, where tally neither refuses a charge that fits nor exceeds max.
-if [ "$(grep -c '"design": "[a-z_]*", "threads": [12], "depth": 2, "groups": 16, "fill": "\(far\|95\)", "ns_per_pair": [0-9.]*,' "$tmp/charge.json")" -eq 16 ] &&
-   [ "$(grep -c '"design": "tally", .*"groups": 16, .*"false_refusals": 0, "max_overshoot": 0,' "$tmp/charge.json")" -eq 4 ]; then
-	pass cli_bench_charge_json_has_the_rows_over_16_groups
-else
-	cp "$tmp/charge.json" "$tmp/why" 2>/dev/null || echo "no JSON" > "$tmp/why"
-	fail cli_bench_charge_json_has_the_rows_over_16_groups "$tmp/why"
 fi
 
 # The malloc benchmark's smoke run: every design, the JSON the plot reads.

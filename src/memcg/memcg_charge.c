@@ -59,7 +59,7 @@ struct tally_memcg *memcg_settle_and_retry(struct tally_memcg *g, long n,
 	for (;;) {
 		struct tally_memcg *refuser;
 
-		(void)memcg_settle_lock(h);
+		memcg_settle_lock(h);
 		(void)tally_inject(TALLY_INJECT_MEMCG_DRAINED);
 		refuser = memcg_counters_try_add(g, n);
 		memcg_settle_unlock(h);
@@ -298,7 +298,7 @@ static long settled_usage(struct tally_memcg *g)
 {
 	long usage;
 
-	(void)memcg_settle_lock(g);
+	memcg_settle_lock(g);
 	usage = __atomic_load_n(&g->usage, __ATOMIC_SEQ_CST);
 	memcg_settle_unlock(g);
 	return usage;

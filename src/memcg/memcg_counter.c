@@ -192,14 +192,6 @@ void memcg_counters_give_back(struct tally_memcg *g, long n)
 	memcg_counters_sub(g->parent, NULL, take);
 }
 
-bool memcg_chain_under_pressure(const struct tally_memcg *g)
-{
-	for (; g; g = g->parent)
-		if (LOAD(&g->pressure))
-			return true;
-	return false;
-}
-
 /* ---- events ----------------------------------------------------------- */
 
 static void notify(struct tally_memcg *g)

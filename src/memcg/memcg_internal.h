@@ -210,7 +210,6 @@ struct tally_memcg *memcg_counters_add(struct tally_memcg *g, long n,
 struct tally_memcg *memcg_counters_try_add(struct tally_memcg *g, long n);
 int memcg_counters_uncharge(struct tally_memcg *g, long n);
 void memcg_counters_give_back(struct tally_memcg *g, long n);
-bool memcg_chain_under_pressure(const struct tally_memcg *g);
 void memcg_propagate_protected(struct tally_memcg *g, long usage);
 void memcg_unprotect(struct tally_memcg *g);
 void memcg_event(struct tally_memcg *g, enum tally_memcg_event ev);
@@ -235,7 +234,7 @@ void memcg_transfer_begin(struct tally_memcg_tree *t,
 			  struct memcg_transfer *tr);
 void memcg_transfer_end(struct memcg_transfer *tr);
 bool memcg_transfer_may_move(const struct tally_memcg *g);
-bool memcg_settle_lock(struct tally_memcg *h);
+void memcg_settle_lock(struct tally_memcg *h);
 void memcg_settle_unlock(struct tally_memcg *h);
 void memcg_settle_dead(struct tally_memcg *g);
 void memcg_transfers_fork_prepare(struct tally_memcg_tree *t);

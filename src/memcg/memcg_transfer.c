@@ -73,23 +73,21 @@ bool memcg_transfer_may_move(const struct tally_memcg *g)
 
 /*
  * Settle @h's subtree and return with drain_lock held: the counters then
- * hold only charged bytes until memcg_settle_unlock().  False when a
- * transfer that began before did not end within TRANSFER_WAIT_NS (its
- * bytes may still be in the counters).
+ * hold only charged bytes until memcg_settle_unlock(), unless a transfer
+ * that began before did not end within TRANSFER_WAIT_NS (counted in
+ * drain_waits): its bytes may still be in the counters, and the caller
+ * goes on as if they were charged (a refusal refuses).
  */
-bool memcg_settle_lock(struct tally_memcg *h)
+void memcg_settle_lock(struct tally_memcg *h)
 {
 	struct tally_memcg_tree *t = h->tree;
-	bool settled;
 
 	__atomic_add_fetch(&h->pressure, 1, __ATOMIC_SEQ_CST);
 	(void)tally_inject(TALLY_INJECT_MEMCG_SETTLE_PRESSED);
-	settled = grace_wait(&t->grace, backoff_now_ns() + TRANSFER_WAIT_NS);
-	if (!settled)
+	if (!grace_wait(&t->grace, backoff_now_ns() + TRANSFER_WAIT_NS))
 		INC(&t->drain_waits);
 	pthread_mutex_lock(&t->drain_lock);
 	memcg_drain_locked(h);
-	return settled;
 }
 
 void memcg_settle_unlock(struct tally_memcg *h)
@@ -102,12 +100,16 @@ void memcg_settle_unlock(struct tally_memcg *h)
  * @g was just marked dead (seq_cst): an install that began before may
  * still put it in a slot; wait for those, then empty its slots for good
  * (a new install reads the flag after its begin and never installs it).
+ * An install stopped for longer than the wait is harmless: it reads the
+ * flag again inside its sequence (rseq), or after its compare-and-swap
+ * and takes the slot back (atomic stocks); its bytes reach the counters
+ * when it runs again instead of before destroy returns.
  */
 void memcg_settle_dead(struct tally_memcg *g)
 {
 	struct tally_memcg_tree *t = g->tree;
 
-	grace_wait(&t->grace, backoff_now_ns() + TRANSFER_WAIT_NS);
+	(void)grace_wait(&t->grace, backoff_now_ns() + TRANSFER_WAIT_NS);
 	pthread_mutex_lock(&t->drain_lock);
 	memcg_drain_locked(g);
 	pthread_mutex_unlock(&t->drain_lock);

@@ -206,6 +206,26 @@ static void setter_waits(struct setter *s)
 /* ---- a callback destroys its own group while another thread sets it -- */
 
 /*
+ * @p's callback, parked, destroys its own group once released while @s
+ * sets that group's callback from another thread: both return, the
+ * setter only once the call has (0, or -EINVAL after the destroy).
+ */
+static void set_while_the_call_destroys_its_group(struct park *p,
+						  struct setter *s)
+{
+	pthread_t setter;
+
+	REQUIRE(park_start(p));
+	REQUIRE(pthread_create(&setter, NULL, setter_thread, s) == 0);
+	setter_waits(s);
+	park_finish(p);
+	pthread_join(setter, NULL);
+	CHECK_EQ_LONG(p->ret, 0);
+	CHECK(s->ret == 0 || s->ret == -EINVAL);
+	CHECK_EQ_LONG(s->call_returned, 1);
+}
+
+/*
  * tally_memcg_set_reclaim() waits for the call of the old callback; that
  * call destroys the group, whose removal of the callback must not wait
  * for the setter.  Both waited for ever: the setter for the call, the
@@ -216,19 +236,10 @@ static void destroy_in_callback_against_a_setter(void)
 	struct tally_memcg_tree *t;
 	struct park p = { .action = destroy_own_group, .ret = 1 };
 	struct setter s = { .p = &p, .set = set_never_called, .ret = 1 };
-	pthread_t setter;
 
 	REQUIRE(tally_memcg_tree_create(&t, NULL) == 0);
 	REQUIRE(reclaiming_group(t, "g", &p));
-	REQUIRE(park_start(&p));
-	REQUIRE(pthread_create(&setter, NULL, setter_thread, &s) == 0);
-	setter_waits(&s);
-	park_finish(&p);
-	pthread_join(setter, NULL);
-	CHECK_EQ_LONG(p.ret, 0);
-	/* Set before the destroy: it waited for the call, then returned. */
-	CHECK(s.ret == 0 || s.ret == -EINVAL);
-	CHECK_EQ_LONG(s.call_returned, 1);
+	set_while_the_call_destroys_its_group(&p, &s);
 	CHECK_EQ_LONG(never_called_calls, 0);
 	CHECK_EQ_LONG(tally_memcg_set_reclaim(p.g, NULL, NULL), -EINVAL);
 	tally_memcg_put(p.g);
@@ -303,17 +314,9 @@ static void set_policy_against_a_destroying_kill(void)
 	struct park p = { .action = destroy_own_group, .ret = 1 };
 	struct setter s = { .p = &p, .set = set_never_killing, .ret = 1 };
 	struct killing k;
-	pthread_t setter;
 
 	REQUIRE(killing_init(&k, &p));
-	REQUIRE(park_start(&p));
-	REQUIRE(pthread_create(&setter, NULL, setter_thread, &s) == 0);
-	setter_waits(&s);
-	park_finish(&p);
-	pthread_join(setter, NULL);
-	CHECK_EQ_LONG(p.ret, 0);
-	CHECK(s.ret == 0 || s.ret == -EINVAL);
-	CHECK_EQ_LONG(s.call_returned, 1);
+	set_while_the_call_destroys_its_group(&p, &s);
 	CHECK_EQ_LONG(k.g->oom.mode, TALLY_MEMCG_OOM_FAIL);
 	CHECK_EQ_LONG(tally_memcg_set_oom_policy(k.g, NULL), -EINVAL);
 	killing_fini(&k);

@@ -448,7 +448,7 @@ TEST(a_reclaim_walk_goes_on_after_its_callback_destroyed_the_groups_around_it)
 	REQUIRE(top);
 	/* Children are listed newest first: c5, c4, ..., c0. */
 	for (int i = 0; i < 6; i++) {
-		char name[8];
+		char name[16];
 
 		snprintf(name, sizeof(name), "c%d", i);
 		k.groups[i] = util_memcg_group(top, name);

@@ -449,7 +449,7 @@ static void exec_child(const char *prog, char **argv, const char *preload,
 	mc = malloc((conf ? strlen(conf) : 0) + 32);
 	if (!ld || !mc)
 		goto fail;
-	snprintf(ld, n, "%s:%s%s%s", JEMALLOC_SO, preload, old && *old ? ":" :
+	snprintf(ld, n, "%s:%s%s%s", preload, JEMALLOC_SO, old && *old ? ":" :
 		 "", old ? old : "");
 	sprintf(mc, "%s%soversize_threshold:0", conf ? conf : "",
 		conf && *conf ? "," : "");

@@ -43,9 +43,9 @@
  * retained address space is not charged, and there are no muzzy pages
  * (no lazy purge).  Dirty pages stay charged until jemalloc's decay
  * purges them (opt.dirty_decay_ms, 10 s by default), as the kernel
- * charges a process for the free pages its allocator keeps; a charge that
- * does not fit first purges the dirty pages of every arena, then retries
- * with the group's reclaim callbacks and OOM policy.  Active pages hold
+ * charges a process for the free pages its allocator keeps, until
+ * tally_jemalloc_make_room() purges them after a refused allocation (see
+ * Limits).  Active pages hold
  * the live objects and the slack of jemalloc's size classes and slabs.
  * The arenas' own metadata (jemalloc's base allocator) is not charged,
  * except the blocks the automatic arenas (but arena 0) map for it after
@@ -67,10 +67,27 @@
  * that frees other groups' objects can call tally_jemalloc_flush() after
  * doing so, which leaves them no time in its cache.
  *
- * Limits: a charge that does not fit makes the allocation fail as
+ * Limits: jemalloc calls the hooks with its own locks held, so a hook
+ * never calls back into jemalloc or into user code: it charges with the
+ * stocks and a drain of the tree's stocks (as %TALLY_MEMCG_NORECLAIM),
+ * and a charge that does not fit that way makes the allocation fail as
  * jemalloc fails it: malloc() returns NULL with errno ENOMEM (realloc()
- * leaves the old block intact), never a crash.  memory.stat: the charges
- * are also added to the group's "anon" item (TALLY_MEMCG_ANON).
+ * leaves the old block intact), never a crash.  The purge of the dirty
+ * pages, the group's reclaim callbacks and its OOM policy run where no
+ * allocator lock is held, in tally_jemalloc_make_room(), which the
+ * program calls after a failed allocation before it retries it once:
+ *
+ *	p = malloc(n);
+ *	if (!p && tally_jemalloc_make_room() == 0)
+ *		p = malloc(n);
+ *
+ * In C++, a new handler that calls it (and throws std::bad_alloc when it
+ * fails) does the same for operator new, which calls the handler and
+ * retries.  `tally run` wraps the process's allocation functions so.
+ * Those callbacks may therefore call anything a thread may call outside
+ * the allocator: malloc() and free(), tally_jemalloc_purge(), fork().
+ * memory.stat: the charges are also added to the group's "anon" item
+ * (TALLY_MEMCG_ANON).
  *
  * Threads without a group of their own allocate from jemalloc's
  * automatic arenas: charged to the options' auto_group, or to nothing.
@@ -86,9 +103,10 @@
  *
  * fork(): the child inherits the arenas, the hooks and the groups with
  * the tree; the integration's lock is taken around fork(), after waiting
- * for the hooks that drain or purge (a charge that did not fit at once).
- * While a fork is being prepared, such a charge is refused without
- * draining, purging or counting an event, as a TALLY_MEMCG_NOBLOCK one.
+ * for the hooks that drain the stocks (a charge that did not fit at
+ * once).  While a fork is being prepared, such a charge is refused
+ * without draining or counting an event, as a TALLY_MEMCG_NOBLOCK one
+ * (tally_jemalloc_make_room() then charges it in full).
  *
  * Error codes: functions that can fail return 0 or a negative errno
  * value.
@@ -182,6 +200,32 @@ int tally_jemalloc_flush(void);
  * Return: 0, -ENOTSUP (not installed).
  */
 int tally_jemalloc_purge(struct tally_memcg *g);
+
+/**
+ * tally_jemalloc_make_room() - after an allocation the calling thread was
+ *	refused, make room for it: purge, reclaim, run the OOM policy.
+ *
+ * The hooks refuse a charge that the stocks and a drain cannot serve
+ * (see Limits in the file comment) and note the arena and the bytes.
+ * This purges the dirty pages of every arena, then charges those bytes
+ * to the arena's group as tally_memcg_charge() does, with its reclaim
+ * callbacks and the OOM policy, and keeps them for the thread: the
+ * thread's next commit of pages on that arena (the retried allocation)
+ * takes them without charging again.  Room a commit does not take goes
+ * back at the thread's next commit, its next call of this function, or
+ * its exit.  Retry the allocation once when it returns 0; another
+ * refusal means the group is full.
+ *
+ * Context: MT-safe; not async-signal-safe: calls mallctl(), takes the
+ * integration's lock, may sleep and call the group's callbacks.  Call it
+ * where the thread holds no lock a callback may need.
+ *
+ * Return: 0 (room made: retry), -ENOENT (no charge of this thread was
+ * refused since its last call: the failure was not the limit's),
+ * -ENOMEM (the group is full even after reclaim and the OOM policy),
+ * -ENOTSUP (not installed).
+ */
+int tally_jemalloc_make_room(void);
 
 /**
  * tally_jemalloc_release() - a group will not get new allocations: give

@@ -11,6 +11,7 @@
 
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 
 #include <jemalloc/jemalloc.h>
 
@@ -60,7 +61,22 @@ void tally_je_gate_close(void);
 void tally_je_gate_open(void);
 void tally_je_gate_reset(void);
 
-/* Purge the dirty pages of every arena (mallctl arena.<all>.purge). */
-void tally_je_purge_all(void);
+/*
+ * The calling thread's room (tally_jemalloc_hooks.c): what its hooks were
+ * refused last, taken (true: *@a and *@n set) by
+ * tally_jemalloc_make_room(); the room it made, charged to @a and counted
+ * in @a's charged, which the thread's next commit on @a takes; and the
+ * return of a room no commit took (uncharged from its arena).
+ */
+bool tally_je_room_wanted(struct arena **a, size_t *n);
+void tally_je_room_prepaid(struct arena *a, size_t n);
+void tally_je_room_return(void);
+
+/*
+ * Whether the calling thread is starting: jemalloc allocates a thread's
+ * cache at its first call and, in 5.3, crashes the thread later if that
+ * allocation failed, so the hooks charge it %TALLY_MEMCG_NOFAIL meanwhile.
+ */
+void tally_je_thread_starting(bool on);
 
 #endif

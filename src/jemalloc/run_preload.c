@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * run_preload.c - the library `tally run` preloads into the program it
- * runs (libtally_run.so, after jemalloc): every allocation of the process
+ * runs (libtally_run.so, before jemalloc): every allocation of the process
  * charged to one memory group, the limits of the command line on it, and
  * its memory files written as a Prometheus textfile.
  *
@@ -107,26 +107,6 @@ static struct {
 	long held_at_start;	/* adopted, when more than the max */
 	pthread_mutex_t lock;
 } run = { .lock = PTHREAD_MUTEX_INITIALIZER };
-
-/*
- * jemalloc has no pvalloc(): glibc's would serve it from glibc's own heap,
- * uncharged, and jemalloc's free() cannot take that block back (the
- * program crashes).  The one allocation function the preload exports:
- * valloc() (jemalloc's, preloaded first) of whole pages, one for 0 bytes,
- * as glibc's.
- */
-__attribute__((visibility("default"))) void *pvalloc(size_t size);
-
-void *pvalloc(size_t size)
-{
-	size_t page = (size_t)sysconf(_SC_PAGESIZE);
-
-	if (size > SIZE_MAX - page) {
-		errno = ENOMEM;
-		return NULL;
-	}
-	return valloc(size ? (size + page - 1) & ~(page - 1) : page);
-}
 
 static long env_long(const char *name, long dflt)
 {

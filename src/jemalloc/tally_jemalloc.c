@@ -8,12 +8,10 @@
  * (tally_jemalloc_hooks.c) charge the group the arena is given to; a
  * group gets opts.arenas_per_group arenas of its own, taken from a pool of
  * empty ones, and a thread is bound to one of its current group's.
- * Purging from inside a hook is safe in jemalloc 5.3: the hooks are called
- * with at most the arena's grow mutex held, which the purge path (decay,
- * decommit, record into the retained cache) never takes, and never with
- * the control mutex held once the arenas exist (arenas are created with
- * their metadata on the default hooks, and the install of the automatic
- * arenas' hooks charges nothing: tally_je_installing()).
+ * The hooks charge without calling back into jemalloc or user code; the
+ * purge, the reclaim callbacks and the OOM policy of a charge that did not
+ * fit run in tally_jemalloc_make_room(), after the allocation failed,
+ * where jemalloc holds no lock.
  *
  * Locks: one mutex (fork-safe) over the table of groups and the free
  * arenas; the hooks take none of ours.
@@ -55,6 +53,7 @@ static struct {
 	size_t page;
 	atomic_uint next_shard;
 	long adopted;			/* charged by install_auto() */
+	pthread_key_t room_key;		/* returns a thread's room at exit */
 } tj = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 /* The thread's arena as we last set it (-1: never set by us). */
@@ -236,6 +235,12 @@ static int install_auto(struct tally_memcg *g)
 	return 0;
 }
 
+static void room_at_exit(void *unused)
+{
+	(void)unused;
+	tally_je_room_return();
+}
+
 int tally_jemalloc_init(const struct tally_jemalloc_options *opts)
 {
 	struct tally_jemalloc_options o = { 0 };
@@ -283,7 +288,8 @@ int tally_jemalloc_init(const struct tally_jemalloc_options *opts)
 		if (ret)
 			goto out;
 	}
-	if (pthread_atfork(prefork, postfork_parent, postfork_child)) {
+	if (pthread_key_create(&tj.room_key, room_at_exit) ||
+	    pthread_atfork(prefork, postfork_parent, postfork_child)) {
 		ret = -ENOMEM;
 		goto out;
 	}
@@ -479,7 +485,7 @@ int tally_jemalloc_purge(struct tally_memcg *g)
 	if (!__atomic_load_n(&tj.installed, __ATOMIC_ACQUIRE))
 		return -ENOTSUP;
 	if (!g) {
-		tally_je_purge_all();
+		arena_purge(MALLCTL_ARENAS_ALL);
 		return 0;
 	}
 	pthread_mutex_lock(&tj.lock);
@@ -492,6 +498,45 @@ int tally_jemalloc_purge(struct tally_memcg *g)
 			arena_purge(ga->arena[i]->ind);
 	pthread_mutex_unlock(&tj.lock);
 	return ret;
+}
+
+int tally_jemalloc_make_room(void)
+{
+	struct tally_memcg *g;
+	struct arena *a;
+	size_t n;
+	int ret;
+
+	if (!__atomic_load_n(&tj.installed, __ATOMIC_ACQUIRE))
+		return -ENOTSUP;
+	tally_je_room_return();
+	if (!tally_je_room_wanted(&a, &n))
+		return -ENOENT;
+	arena_purge(MALLCTL_ARENAS_ALL);
+	/*
+	 * The bytes join the arena's charged count under the lock, before
+	 * they are charged: an arena that holds a charge is never given to
+	 * another group, so its group (and the arena's reference to it)
+	 * stays until the room is taken or returned.
+	 */
+	pthread_mutex_lock(&tj.lock);
+	g = atomic_load(&a->group);
+	if (g)
+		atomic_fetch_add(&a->charged, (long)n);
+	pthread_mutex_unlock(&tj.lock);
+	if (!g)
+		return -ENOENT;
+	ret = tally_memcg_charge(g, (long)n, 0);
+	if (ret < 0) {
+		atomic_fetch_sub(&a->charged, (long)n);
+		return ret;
+	}
+	tally_memcg_stat_mod(g, TALLY_MEMCG_ANON, (long)n);
+	tally_je_room_prepaid(a, n);
+	/* Non-NULL, so that the key's destructor runs at the thread's exit
+	 * (one of the first keys: no allocation). */
+	pthread_setspecific(tj.room_key, a);
+	return 0;
 }
 
 int tally_jemalloc_release(struct tally_memcg *g)

@@ -16,24 +16,35 @@
  *   purge     lazy: none (no muzzy pages); forced: MADV_DONTNEED;
  *   split, merge: jemalloc's defaults (nothing to charge).
  *
- * A refused charge purges every arena's dirty pages and retries with the
- * group's reclaim and OOM policy; a refusal makes the hook fail, and
- * jemalloc returns NULL (ENOMEM).  The hooks keep nothing but
- * thread-local state (whether the thread installs the hooks, and the
- * commit it refused last) and take one lock of ours, the fork gate, only
- * to try it.
+ * A hook never calls into jemalloc or into user code: jemalloc holds an
+ * arena's lock around it (its grow lock for a new extent), and a purge
+ * (mallctl) or a reclaim callback that allocates or frees would take
+ * jemalloc's locks in an order its lock checker rejects, or wait for the
+ * lock the hook's caller holds.  So a hook charges only with what cannot
+ * wait for jemalloc: the stock, one compare-and-swap per level, and a
+ * drain of the tree's stocks (%TALLY_MEMCG_NORECLAIM, the tree's own
+ * locks).  A charge that does not fit then fails the hook, jemalloc
+ * returns NULL (ENOMEM), and the hook leaves a note for the thread: the
+ * arena and the bytes it was refused.  tally_jemalloc_make_room(), called
+ * after the failed allocation where no allocator lock is held, purges,
+ * charges those bytes with the group's reclaim callbacks and OOM policy,
+ * and keeps them for the thread: its next commit on that arena (the
+ * retried allocation) takes them instead of charging, and what it does
+ * not take goes back at once (or at the thread's next commit, next
+ * tally_jemalloc_make_room() or exit).  The hooks keep nothing but
+ * thread-local state and take one lock of ours, the fork gate, only to
+ * try it.
  *
- * The fork gate.  jemalloc calls a hook with an arena's lock held, and a
- * charge that does not fit at once drains the memory tree's stocks (its
- * drain lock) and purges every arena (their decay and cache locks):
- * fork() takes the tree's locks, then jemalloc's, so a fork at that
- * moment would wait for the hook's arena lock while the hook waits for a
- * lock the fork holds.  That slow part runs as a reader of the gate, only
- * if it can enter without waiting; the integration's prepare handler,
- * which runs before the tree's and jemalloc's, takes the gate as a writer
- * and so waits for the hooks inside.  A hook that finds it taken (a fork
- * in progress) refuses the charge that did not fit at once, as a charge
- * the stocks could not serve without waiting (%TALLY_MEMCG_NOBLOCK).
+ * The fork gate.  A drain takes the memory tree's drain lock; fork()
+ * takes the tree's locks, then jemalloc's, so a fork at the moment a hook
+ * (inside an arena's lock) waits for the drain lock would wait for that
+ * arena lock while the fork holds the tree's.  The drain runs as a reader
+ * of the gate, only if it can enter without waiting; the integration's
+ * prepare handler, which runs before the tree's and jemalloc's, takes the
+ * gate as a writer and so waits for the hooks inside.  A hook that finds
+ * it taken (a fork in progress) refuses the charge that did not fit at
+ * once, as a charge the stocks could not serve without waiting
+ * (%TALLY_MEMCG_NOBLOCK).
  */
 #define _GNU_SOURCE	/* PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP */
 #include <errno.h>
@@ -52,14 +63,27 @@ static extent_hooks_t *dflt;
 static __thread bool in_install;
 
 /*
- * The commit the calling thread's hooks refused last, if no hook ran
- * since.  When a commit is refused jemalloc falls back to a fresh mapping
- * of the same size, committed (extent_alloc_wrapper()): that is the same
- * allocation failing, refused here without a second charge attempt (the
- * group would count two max and oom events for one failed malloc()).
+ * The calling thread's note: the arena and bytes of the charge its hooks
+ * refused last, until tally_jemalloc_make_room() takes it; the room that
+ * function made (charged to the arena, in its charged count, until a
+ * commit takes it); and the arena whose new address space the thread's
+ * hooks refuse to map, from a refused charge until one of its charges
+ * succeeds, it uncharges (room was made) or the note is taken.  When a commit is refused, jemalloc 5.3 maps more
+ * (its retained cache had a range, whose commit failed, so it grows the
+ * cache) and then tries a fresh committed mapping: address space that
+ * jemalloc never gives back, gained for every refused allocation, with
+ * the metadata that describes it (gigabytes of both within seconds at a
+ * limit).  Refused at once instead, the allocation fails as it would
+ * have, without a second charge attempt or a second max event.
  */
-static __thread struct arena *refused_arena;
-static __thread size_t refused_size;
+static __thread struct {
+	struct arena *refused_arena;
+	size_t refused;
+	struct arena *prepaid_arena;
+	size_t prepaid;
+	struct arena *no_growth;
+	bool thread_start;
+} room;
 
 /* Writers first: a fork waiting for the gate closes it to new hooks. */
 static pthread_rwlock_t gate = PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP;
@@ -101,44 +125,6 @@ static struct arena *arena_of(extent_hooks_t *h)
 	return (struct arena *)h;
 }
 
-void tally_je_purge_all(void)
-{
-	char name[64];
-
-	snprintf(name, sizeof(name), "arena.%u.purge", MALLCTL_ARENAS_ALL);
-	mallctl(name, NULL, NULL, NULL, 0);
-}
-
-/* Charge @n bytes for @a; false (errno ENOMEM) when refused. */
-static bool charge(struct arena *a, size_t n)
-{
-	struct tally_memcg *g = atomic_load_explicit(&a->group,
-						     memory_order_acquire);
-	int ret;
-
-	if (n == 0)
-		return true;
-	if (g && !in_install) {
-		ret = tally_memcg_charge(g, (long)n, TALLY_MEMCG_NOBLOCK);
-		if (ret == -EAGAIN && !pthread_rwlock_tryrdlock(&gate)) {
-			ret = tally_memcg_charge(g, (long)n,
-						 TALLY_MEMCG_NORECLAIM);
-			if (ret == -ENOMEM) {
-				tally_je_purge_all();
-				ret = tally_memcg_charge(g, (long)n, 0);
-			}
-			pthread_rwlock_unlock(&gate);
-		}
-		if (ret < 0) {
-			errno = ENOMEM;
-			return false;
-		}
-		tally_memcg_stat_mod(g, TALLY_MEMCG_ANON, (long)n);
-	}
-	atomic_fetch_add_explicit(&a->charged, (long)n, memory_order_relaxed);
-	return true;
-}
-
 static void uncharge(struct arena *a, size_t n)
 {
 	struct tally_memcg *g = atomic_load_explicit(&a->group,
@@ -153,17 +139,94 @@ static void uncharge(struct arena *a, size_t n)
 	}
 }
 
+void tally_je_room_return(void)
+{
+	struct arena *a = room.prepaid_arena;
+
+	room.prepaid_arena = NULL;
+	if (a)
+		uncharge(a, room.prepaid);
+}
+
+bool tally_je_room_wanted(struct arena **a, size_t *n)
+{
+	*a = room.refused_arena;
+	*n = room.refused;
+	room.refused_arena = NULL;
+	room.no_growth = NULL;
+	return *a != NULL;
+}
+
+void tally_je_thread_starting(bool on)
+{
+	room.thread_start = on;
+}
+
+void tally_je_room_prepaid(struct arena *a, size_t n)
+{
+	room.prepaid_arena = a;
+	room.prepaid = n;
+}
+
+/*
+ * The room tally_jemalloc_make_room() made for this commit: true when it
+ * covers @n bytes of @a (what it does not cover goes back); false, and
+ * whatever room there was goes back, otherwise.
+ */
+static bool take_room(struct arena *a, size_t n)
+{
+	if (!room.prepaid_arena)
+		return false;
+	if (room.prepaid_arena != a || room.prepaid < n) {
+		tally_je_room_return();
+		return false;
+	}
+	room.prepaid_arena = NULL;
+	uncharge(a, room.prepaid - n);
+	return true;
+}
+
+/* Charge @n bytes for @a; false (errno ENOMEM) when refused. */
+static bool charge(struct arena *a, size_t n)
+{
+	struct tally_memcg *g = atomic_load_explicit(&a->group,
+						     memory_order_acquire);
+	int ret;
+
+	if (n == 0 || take_room(a, n))
+		return true;
+	if (g && !in_install) {
+		ret = tally_memcg_charge(g, (long)n, room.thread_start ?
+					 TALLY_MEMCG_NOFAIL :
+					 TALLY_MEMCG_NOBLOCK);
+		if (ret == -EAGAIN && !pthread_rwlock_tryrdlock(&gate)) {
+			ret = tally_memcg_charge(g, (long)n,
+						 TALLY_MEMCG_NORECLAIM);
+			pthread_rwlock_unlock(&gate);
+		}
+		if (ret < 0) {
+			room.refused_arena = a;
+			room.refused = n;
+			room.no_growth = a;
+			errno = ENOMEM;
+			return false;
+		}
+		room.no_growth = NULL;
+		tally_memcg_stat_mod(g, TALLY_MEMCG_ANON, (long)n);
+	}
+	atomic_fetch_add_explicit(&a->charged, (long)n, memory_order_relaxed);
+	return true;
+}
+
 static void *hook_alloc(extent_hooks_t *h, void *new_addr, size_t size,
 			size_t alignment, bool *zero, bool *commit,
 			unsigned int ind)
 {
 	struct arena *a = arena_of(h);
 	bool want_commit = *commit;
-	bool retry = refused_arena == a && refused_size == size;
 	void *p;
 
-	refused_arena = NULL;
-	if (want_commit && retry && !new_addr) {
+	if (!new_addr && room.no_growth == a) {
 		errno = ENOMEM;
 		return NULL;
 	}
@@ -187,12 +250,7 @@ static bool hook_commit(extent_hooks_t *h, void *addr, size_t size,
 	(void)addr;
 	(void)size;
 	(void)ind;
-	refused_arena = NULL;
-	if (charge(arena_of(h), length))
-		return false;
-	refused_arena = arena_of(h);
-	refused_size = length;
-	return true;
+	return !charge(arena_of(h), length);
 }
 
 static bool hook_decommit(extent_hooks_t *h, void *addr, size_t size,
@@ -200,9 +258,9 @@ static bool hook_decommit(extent_hooks_t *h, void *addr, size_t size,
 {
 	(void)size;
 	(void)ind;
-	refused_arena = NULL;
 	if (madvise((char *)addr + offset, length, MADV_DONTNEED))
 		return true;
+	room.no_growth = NULL;	/* room was made */
 	uncharge(arena_of(h), length);
 	return false;
 }

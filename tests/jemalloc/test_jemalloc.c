@@ -6,6 +6,7 @@
  * that make malloc() and realloc() fail cleanly, and arenas recycled.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -204,6 +205,16 @@ TEST(threads_freeing_each_others_allocations_uncharge_the_allocating_group)
 	pthread_barrier_destroy(&barrier);
 }
 
+/* The retry the integration documents: once, after room was made. */
+static void *malloc_with_room(size_t n)
+{
+	void *p = malloc(n);
+
+	if (!p && tally_jemalloc_make_room() == 0)
+		p = malloc(n);
+	return p;
+}
+
 TEST(a_limit_makes_malloc_return_null_with_enomem_and_count_an_oom)
 {
 	struct tally_memcg *g = new_group(NULL, "limited");
@@ -214,11 +225,11 @@ TEST(a_limit_makes_malloc_return_null_with_enomem_and_count_an_oom)
 	REQUIRE(tally_memcg_set_limit(g, TALLY_MEMCG_MAX, 1l << 20) == 0);
 	struct tally_memcg *save = tally_jemalloc_set_current(g);
 	errno = 0;
-	CHECK(malloc(4l << 20) == NULL);
+	CHECK(malloc_with_room(4l << 20) == NULL);
 	CHECK_EQ_LONG(errno, ENOMEM);
 	/* One failed malloc(), one oom event (not one per jemalloc retry). */
 	CHECK_EQ_LONG(util_memcg_event(g, TALLY_MEMCG_EVENT_OOM, true), 1);
-	while (n < ARRAY_SIZE(p) && (p[n] = malloc(4000)) != NULL) {
+	while (n < ARRAY_SIZE(p) && (p[n] = malloc_with_room(4000)) != NULL) {
 		memset(p[n], 3, 4000);
 		got += 4000;
 		n++;
@@ -232,7 +243,9 @@ TEST(a_limit_makes_malloc_return_null_with_enomem_and_count_an_oom)
 	while (n > 0)
 		free(p[--n]);
 	tally_jemalloc_flush();
-	void *again = malloc(512l << 10);
+	/* The freed pages are dirty, still charged: the room made for the
+	 * refused allocation purges them. */
+	void *again = malloc_with_room(512l << 10);
 	CHECK(again != NULL);
 	free(again);
 	tally_jemalloc_set_current(save);
@@ -361,7 +374,7 @@ static void *churn_at_the_limit(void *arg)
 			size_t n = 4096 + rng_next(&r) % (3u << 20);
 
 			free(b[i]);
-			b[i] = malloc(n);
+			b[i] = i % 2 ? malloc(n) : malloc_with_room(n);
 			if (b[i])
 				memset(b[i], 1, 4096);
 		}
@@ -406,10 +419,11 @@ static int fork_while_charging(struct tally_memcg *g)
 
 /*
  * A charge that does not fit drains the stocks (the memory tree's drain
- * lock) and purges jemalloc's arenas from inside an extent hook, which
- * jemalloc calls with an arena's lock held; fork() takes the tree's
- * locks, then jemalloc's.  A fork at that moment must not deadlock: run
- * in a child, killed if it makes no progress.
+ * lock) from inside an extent hook, which jemalloc calls with an arena's
+ * lock held, and tally_jemalloc_make_room() purges jemalloc's arenas and
+ * reclaims; fork() takes the tree's locks, then jemalloc's.  A fork at
+ * those moments must not deadlock: run in a child, killed if it makes no
+ * progress.
  */
 TEST(fork_while_threads_allocate_at_the_limit_does_not_deadlock)
 {
@@ -437,6 +451,173 @@ TEST(fork_while_threads_allocate_at_the_limit_does_not_deadlock)
 	}
 	CHECK(done == pid);
 	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+/* The address space the process has mapped (/proc/self/statm), bytes. */
+static long mapped_bytes(void)
+{
+	char buf[128];
+	int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+
+	if (fd >= 0)
+		close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = '\0';
+	return strtol(buf, NULL, 10) * sysconf(_SC_PAGESIZE);
+}
+
+/*
+ * jemalloc answers a refused commit by mapping more address space (it
+ * grows the cache of ranges it retains) and never gives it back: a
+ * program that keeps failing at its limit would map terabytes, with
+ * gigabytes of uncharged metadata to describe them (2,000 refusals of 2
+ * to 10 MiB mapped 15 GiB).  A refused allocation maps at most one range
+ * for its size, the first time no retained range fits it, never one per
+ * refusal (with or without the retry after tally_jemalloc_make_room()).
+ */
+TEST(refused_allocations_do_not_grow_the_address_space)
+{
+	enum { TRIES = 2000 };
+	struct tally_memcg *g = new_group(NULL, "no-growth");
+	unsigned int refused = 0;
+	long before, grown;
+
+	REQUIRE(tally_memcg_set_limit(g, TALLY_MEMCG_MAX, 1l << 20) == 0);
+	struct tally_memcg *save = tally_jemalloc_set_current(g);
+
+	free(malloc(3l << 20));		/* refused: the arena exists */
+	before = mapped_bytes();
+	for (unsigned int i = 0; i < TRIES; i++) {
+		/* Sizes that grow: no earlier range fits exactly. */
+		size_t n = (2l << 20) + (size_t)i * 4096;
+		void *p = i % 2 ? malloc(n) : malloc_with_room(n);
+
+		refused += !p;
+		free(p);
+	}
+	grown = mapped_bytes() - before;
+	tally_jemalloc_set_current(save);
+	CHECK_EQ_LONG(refused, TRIES);
+	harness_log("%u refused allocations of 2 to 10 MiB mapped %ld KiB",
+		    refused, grown >> 10);
+	CHECK_LE_LONG(grown, 256l << 20);
+}
+
+/* A cache of the group's blocks that its reclaim callback empties. */
+struct block_cache {
+	void *block[64];
+	unsigned int nr;
+	unsigned int calls;
+	unsigned int forks;
+};
+
+static void block_cache_fill(struct block_cache *c, size_t size)
+{
+	while (c->nr < ARRAY_SIZE(c->block) &&
+	       (c->block[c->nr] = malloc(size)) != NULL)
+		memset(c->block[c->nr++], 7, size);
+}
+
+/* Empty the cache: free() and a purge, allowed in a reclaim callback. */
+static long block_cache_empty(struct tally_memcg *g, long bytes, void *arg)
+{
+	struct block_cache *c = arg;
+	long before = usage(g);
+
+	(void)bytes;
+	c->calls++;
+	while (c->nr > 0)
+		free(c->block[--c->nr]);
+	tally_jemalloc_flush();
+	CHECK(tally_jemalloc_purge(g) == 0);
+	return before > usage(g) ? before - usage(g) : 0;
+}
+
+/*
+ * The reclaim callback of a group runs where the charge is made in full:
+ * after the allocation failed, in tally_jemalloc_make_room(), with no
+ * lock of jemalloc's held, so it may free the group's blocks and purge
+ * its arenas; the retried allocation then fits.
+ */
+TEST(a_reclaim_callback_may_free_and_purge_for_a_refused_malloc)
+{
+	struct tally_memcg *g = new_group(NULL, "reclaim-frees");
+	struct block_cache c = { .nr = 0 };
+
+	REQUIRE(tally_memcg_set_limit(g, TALLY_MEMCG_MAX, 4l << 20) == 0);
+	struct tally_memcg *save = tally_jemalloc_set_current(g);
+
+	block_cache_fill(&c, 64l << 10);
+	CHECK(c.nr >= 32);
+	REQUIRE(tally_memcg_set_reclaim(g, block_cache_empty, &c) == 0);
+	void *big = malloc_with_room(2l << 20);
+
+	CHECK(big != NULL);
+	CHECK(c.calls >= 1);
+	CHECK_EQ_LONG(c.nr, 0);
+	free(big);
+	REQUIRE(tally_memcg_set_reclaim(g, NULL, NULL) == 0);
+	tally_jemalloc_set_current(save);
+	tally_jemalloc_flush();
+	tally_jemalloc_purge(g);
+	CHECK_EQ_LONG(usage(g), 0);
+}
+
+/* The victim's cancel: fork a child that exits, then free its blocks. */
+static void forking_kill(struct tally_memcg *oom_group,
+			 struct tally_memcg_task *victim, void *arg)
+{
+	struct block_cache *c = arg;
+	pid_t pid = fork();
+
+	(void)oom_group;
+	(void)victim;
+	if (pid == 0)
+		_exit(0);
+	if (pid > 0 && harness_wait_child(pid) == 0)
+		c->forks++;
+	block_cache_empty(oom_group, 0, c);
+}
+
+static void kill_callback_forks_at_the_limit(void)
+{
+	struct tally_memcg *g = new_group(NULL, "kill-forks");
+	struct block_cache c = { .nr = 0 };
+	struct tally_mm mm;
+	struct tally_memcg_task task = { .mm = &mm };
+	struct tally_memcg_oom_policy pol = { TALLY_MEMCG_OOM_KILL,
+					      1000000000, forking_kill, &c };
+
+	REQUIRE(tally_mm_init(&mm, NULL, 0, NULL) == 0);
+	REQUIRE(tally_memcg_set_limit(g, TALLY_MEMCG_MAX, 4l << 20) == 0);
+	REQUIRE(tally_memcg_set_oom_policy(g, &pol) == 0);
+	REQUIRE(tally_memcg_task_attach(g, &task) == 0);
+	struct tally_memcg *save = tally_jemalloc_set_current(g);
+
+	block_cache_fill(&c, 64l << 10);
+	void *big = malloc_with_room(2l << 20);
+
+	CHECK(big != NULL);
+	CHECK_EQ_LONG(c.forks, 1);
+	free(big);
+	tally_jemalloc_set_current(save);
+	tally_memcg_task_detach(&task);
+	harness_child_exit();
+}
+
+/*
+ * A kill callback may fork (tally/memcg.h): under the integration it runs
+ * in tally_jemalloc_make_room(), outside jemalloc's locks and the hooks'
+ * fork gate, so the fork neither waits for the gate its own thread holds
+ * nor for an arena lock.  Run in a child, killed if it hangs.
+ */
+TEST(a_kill_callback_may_fork_for_a_refused_malloc)
+{
+	the_tree();
+	fflush(NULL);
+	CHECK_EQ_LONG(harness_run_child(kill_callback_forks_at_the_limit), 0);
 }
 
 /*

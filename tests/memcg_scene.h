@@ -29,6 +29,7 @@ struct scene {
 	 * first allowed CPU (the threads are pinned there). */
 	int cpu;
 	long watch_max;			/* P's usage never above it, or 0 */
+	bool settle_timed_out;		/* a settle's wait ran out */
 };
 
 /* The tree, on a simulated domain of 2 CPUs or the system's; checked. */

@@ -72,6 +72,26 @@ static long drained(struct tally_memcg *g)
 	return util_memcg_usage(g, TALLY_MEMCG_READ_DRAIN);
 }
 
+/*
+ * @ret of a call that settles and must succeed: 0, or the refusal tally
+ * documents when the settle's wait for the transfers in flight ran out
+ * (1 s, counted in drain_waits: a thread stopped inside one for that
+ * long, which a loaded machine can do to a scenario thread).  The run's
+ * exactness then no longer holds: its final check is skipped, and the
+ * runs that timed out are printed with the totals.
+ */
+static void expect_settled(struct scene *s, long ret)
+{
+	struct tally_memcg_info info;
+
+	if (ret != 0 && tally_memcg_tree_info(s->t, &info) == 0 &&
+	    info.drain_waits > 0) {
+		s->settle_timed_out = true;
+		return;
+	}
+	CHECK_EQ_LONG(ret, 0);
+}
+
 /* P's usage as its counter holds it now, checked against the watch. */
 static void check_no_overshoot(struct scene *s)
 {
@@ -109,7 +129,7 @@ struct scenario {
 /* The refill of the last group beside P: it evicts A's slot. */
 static void refill_evicting_a(struct scene *s)
 {
-	CHECK_EQ_LONG(charge(s, s->other[OTHERS - 1], 4 * KB), 0);
+	expect_settled(s, charge(s, s->other[OTHERS - 1], 4 * KB));
 }
 
 /* What is not charged under P yet: all of it fits once A's slot is back. */
@@ -117,7 +137,7 @@ static void refill_evicting_a(struct scene *s)
 
 static void charge_what_fits_under_p(struct scene *s)
 {
-	CHECK_EQ_LONG(charge(s, s->p, FITS), 0);
+	expect_settled(s, charge(s, s->p, FITS));
 	check_no_overshoot(s);
 }
 
@@ -126,14 +146,14 @@ static void charge_what_fits_under_p(struct scene *s)
 
 static void charge_what_fits_beside_a(struct scene *s)
 {
-	CHECK_EQ_LONG(charge(s, s->p, FITS_BESIDE_A), 0);
+	expect_settled(s, charge(s, s->p, FITS_BESIDE_A));
 	check_no_overshoot(s);
 }
 
 /* A's second 4 KiB: a refill of A when its slot is gone. */
 static void charge_a(struct scene *s)
 {
-	CHECK_EQ_LONG(charge(s, s->a, 4 * KB), 0);
+	expect_settled(s, charge(s, s->a, 4 * KB));
 	check_no_overshoot(s);
 }
 
@@ -194,8 +214,8 @@ static void uncharge_carrying_a_batch(struct scene *s)
 
 static void set_p_max_to_the_charged_total(struct scene *s)
 {
-	CHECK_EQ_LONG(tally_memcg_set_limit(s->p, TALLY_MEMCG_MAX,
-					    4 * KB + CARRIED), 0);
+	expect_settled(s, tally_memcg_set_limit(s->p, TALLY_MEMCG_MAX,
+						4 * KB + CARRIED));
 }
 
 static void check_carry(struct scene *s)
@@ -367,11 +387,16 @@ static bool run_setup(struct run *r, const struct scenario *sc,
 	return !harness_test_failed();
 }
 
+/* Runs whose settle timed out (expect_settled()), of every scenario. */
+static long settle_timeouts;
+
 static void run_finish(struct run *r, int started)
 {
 	for (int i = 0; i < started; i++)
 		pthread_join(r->t[i].th, NULL);
-	if (started == r->sc->nr && !harness_test_failed())
+	if (r->s.settle_timed_out)
+		settle_timeouts++;
+	else if (started == r->sc->nr && !harness_test_failed())
 		r->sc->check(&r->s);
 	scene_fini(&r->s);
 }
@@ -648,12 +673,13 @@ static void explore(const struct scenario *sc, bool simulated)
 	}
 	hooks_set(false);
 	harness_info("%s (%s domain): seed %llu, %ld schedules, %ld distinct "
-		     "orders, %.1f points each, %.1f s",
+		     "orders, %.1f points each, %.1f s, %ld settle timeouts "
+		     "so far",
 		     sc->name, simulated ? "simulated" : "system",
 		     (unsigned long long)harness_seed(), i - first,
 		     orders.distinct, i > first ? (double)points_seen /
 						   (double)(i - first) : 0.0,
-		     harness_now() - start);
+		     harness_now() - start, settle_timeouts);
 }
 
 #else /* !TALLY_INJECT */
@@ -677,8 +703,9 @@ static void explore(const struct scenario *sc, bool simulated)
 		run_finish(r, sc->nr);
 		free(r);
 	}
-	harness_info("%s (%s domain): %ld free runs", sc->name,
-		     simulated ? "simulated" : "system", n);
+	harness_info("%s (%s domain): %ld free runs, %ld settle timeouts so "
+		     "far", sc->name, simulated ? "simulated" : "system", n,
+		     settle_timeouts);
 }
 
 #endif /* TALLY_INJECT */

@@ -7,7 +7,8 @@
 # with libclang-rt-14-dev (the fuzzers, and clang++-14 for the headers),
 # binutils, pkg-config, gnuplot-nox, Debian's
 # python3 with python3-prometheus-client (the OpenMetrics parser of the
-# tests), libmicrohttpd-dev (the optional HTTP endpoint) and spin (the
+# tests), libmicrohttpd-dev (the optional HTTP endpoint), bzip2 (to
+# unpack jemalloc's source for its debug build) and spin (the
 # model checker of formal/).  As root, what is missing is printed by name,
 # then installed with `apt-get install -y --no-install-recommends`; as
 # another user the script names what is missing, gives the command that
@@ -85,6 +86,8 @@ if [ "$target" = test ]; then
 	# The model checker of formal/'s protocol models (its pan programs
 	# are built with the compiler above).
 	have spin || need="$need spin"
+	# The debug jemalloc's source (scripts/build-jemalloc.sh).
+	have bzip2 || need="$need bzip2"
 fi
 # make demo draws its plots with gnuplot; make test checks tally plot.
 if [ "$target" = demo ] || [ "$target" = test ]; then

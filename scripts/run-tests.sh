@@ -33,6 +33,10 @@
 #                             hostile input and every error status.
 #   scripts/check-run.sh      `tally run` on python3, sqlite3 and C
 #                             programs under limits, and its bad input.
+#   scripts/check-jemalloc-debug.sh  the integration's tests and `tally
+#                             run` at its limit under a debug jemalloc
+#                             (its lock-order checker), built once into
+#                             ~/.cache/tally by scripts/build-jemalloc.sh.
 #   scripts/check-fuzz.sh     the fuzzers of tests/fuzz (clang-14):
 #                             each replays its corpus, then fuzzes 5 s.
 #   scripts/check-docs.sh     docs/API.md is what scripts/gen-api-docs.sh
@@ -151,6 +155,7 @@ run_set plot scripts/check-plot.sh
 run_set cli scripts/check-cli.sh
 run_set top scripts/check-top.sh
 run_set run scripts/check-run.sh
+run_set jemalloc-debug scripts/check-jemalloc-debug.sh
 run_set fuzz scripts/check-fuzz.sh
 run_set docs scripts/check-docs.sh
 run_set cxx scripts/check-cxx.sh

@@ -27,6 +27,10 @@
  *                           every page, exit(0) with the mapping alive
  *   run_probe chdir DIR     chdir(DIR), then exit(0)
  *   run_probe _exit         _exit(0): no atexit() handler runs
+ *   run_probe forks         4 threads allocate blocks of up to 12 MiB
+ *                           until a fifth has forked 20 children that
+ *                           allocate and exit; print the forks and the
+ *                           refusals
  *
  * Built with -DRUN_PROBE_UNPRELOAD (run_probe_unpreload), it is a
  * program that escapes a preload: before any library's constructor runs
@@ -42,6 +46,7 @@
 #include <malloc.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -274,6 +279,69 @@ static int own_heap(long limit)
 	return 0;
 }
 
+struct forks_run {
+	atomic_bool stop;
+	atomic_long refusals;
+};
+
+/* Blocks of up to 12 MiB, the first page written, freed in turn. */
+static void *allocate_until_stopped(void *arg)
+{
+	struct forks_run *run = arg;
+	unsigned long x = (unsigned long)pthread_self();
+	void *b[4] = { 0 };
+
+	while (!atomic_load(&run->stop))
+		for (unsigned int i = 0; i < 4; i++) {
+			size_t n = 4096 + (x = x * 6364136223846793005ul +
+						1442695040888963407ul) %
+						(12ul << 20);
+
+			free(b[i]);
+			b[i] = malloc(n);
+			if (b[i])
+				memset(b[i], 1, 4096);
+			else
+				atomic_fetch_add(&run->refusals, 1);
+		}
+	for (unsigned int i = 0; i < 4; i++)
+		free(b[i]);
+	return NULL;
+}
+
+static int forks_at_the_limit(void)
+{
+	struct forks_run run = { .refusals = 0 };
+	pthread_t th[NTHREADS];
+	int forks = 0;
+
+	for (int i = 0; i < NTHREADS; i++)
+		if (pthread_create(&th[i], NULL, allocate_until_stopped, &run))
+			return 1;
+	for (int i = 0; i < 20; i++) {
+		int status;
+		pid_t pid;
+
+		fflush(stdout);
+		pid = fork();
+		if (pid < 0)
+			break;
+		if (pid == 0) {
+			free(malloc(100000));
+			_exit(0);
+		}
+		if (waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
+		    WEXITSTATUS(status) == 0)
+			forks++;
+	}
+	atomic_store(&run.stop, true);
+	for (int i = 0; i < NTHREADS; i++)
+		pthread_join(th[i], NULL);
+	printf("forks: %d forks, %ld refusals\n", forks,
+	       atomic_load(&run.refusals));
+	return forks != 20;
+}
+
 int main(int argc, char **argv)
 {
 	long mib = argc > 2 ? atol(argv[2]) : 0;
@@ -299,6 +367,8 @@ int main(int argc, char **argv)
 		return chdir(argv[2]) != 0;
 	if (!strcmp(argv[1], "_exit"))
 		_exit(0);
+	if (!strcmp(argv[1], "forks"))
+		return forks_at_the_limit();
 	if (!strcmp(argv[1], "exec")) {
 		execl("/proc/self/exe", argv[0], "alloc", argv[2],
 		      (char *)NULL);

@@ -9,6 +9,12 @@
  * total max, get NULL from malloc() and answer "out of memory" instead of
  * taking the whole process down.
  *
+ * Each tenant keeps the bodies of its last requests for reuse, and
+ * registers a reclaim callback that frees them: when an allocation is
+ * refused, tally_jemalloc_make_room() runs the callbacks (outside
+ * jemalloc's locks, so they may free() and purge) and the allocation is
+ * tried once more.
+ *
  *	cc tenant_server.c $(pkg-config --cflags --libs tally_jemalloc)
  */
 #include <pthread.h>
@@ -24,6 +30,7 @@
 #define MIB (1024l * 1024)
 #define WORKERS 4
 #define ROUNDS 20
+#define CACHED 8		/* request bodies a tenant keeps */
 
 struct tenant {
 	const char *name;
@@ -31,13 +38,20 @@ struct tenant {
 	long request;		/* bytes one of its requests needs */
 	struct tally_memcg *group;
 	int served, refused;	/* under queue.lock */
+	pthread_mutex_t cache_lock;
+	char *cache[CACHED];	/* idle request bodies */
+	int cached, reclaims;	/* under cache_lock */
 };
 
+#define TENANT(name, max, request) \
+	{ name, max, request, NULL, 0, 0, PTHREAD_MUTEX_INITIALIZER, \
+	  { NULL }, 0, 0 }
+
 static struct tenant tenants[] = {
-	{ "small", 16 * MIB, 1 * MIB, NULL, 0, 0 },
-	{ "medium", 64 * MIB, 6 * MIB, NULL, 0, 0 },
-	{ "greedy", 8 * MIB, 24 * MIB, NULL, 0, 0 },	/* over its max */
-	{ "big", TALLY_MEMCG_UNLIMITED, 80 * MIB, NULL, 0, 0 },
+	TENANT("small", 16 * MIB, 1 * MIB),
+	TENANT("medium", 64 * MIB, 6 * MIB),
+	TENANT("greedy", 8 * MIB, 24 * MIB),	/* over its max */
+	TENANT("big", TALLY_MEMCG_UNLIMITED, 80 * MIB),
 };
 #define NR_TENANTS (sizeof(tenants) / sizeof(tenants[0]))
 /* The max of all tenants together: "big" fits its own, not this. */
@@ -48,24 +62,73 @@ static struct {
 	int next;		/* requests taken so far */
 } queue = { PTHREAD_MUTEX_INITIALIZER, 0 };
 
+/* malloc(), tried once more after room was made if it was refused. */
+static void *alloc(size_t n)
+{
+	void *p = malloc(n);
+
+	if (!p && tally_jemalloc_make_room() == 0)
+		p = malloc(n);
+	return p;
+}
+
+/* The tenant's reclaim callback: free its idle bodies, purge its pages. */
+static long free_cached_bodies(struct tally_memcg *g, long bytes, void *arg)
+{
+	struct tenant *t = arg;
+	long freed;
+
+	(void)bytes;
+	pthread_mutex_lock(&t->cache_lock);
+	freed = t->cached * t->request;
+	while (t->cached > 0)
+		free(t->cache[--t->cached]);
+	t->reclaims++;
+	pthread_mutex_unlock(&t->cache_lock);
+	tally_jemalloc_purge(g);	/* the freed pages: uncharged */
+	return freed;
+}
+
+static char *take_body(struct tenant *t)
+{
+	char *body = NULL;
+
+	pthread_mutex_lock(&t->cache_lock);
+	if (t->cached > 0)
+		body = t->cache[--t->cached];
+	pthread_mutex_unlock(&t->cache_lock);
+	return body ? body : alloc((size_t)t->request);
+}
+
+static void keep_body(struct tenant *t, char *body)
+{
+	pthread_mutex_lock(&t->cache_lock);
+	if (t->cached < CACHED) {
+		t->cache[t->cached++] = body;
+		body = NULL;
+	}
+	pthread_mutex_unlock(&t->cache_lock);
+	free(body);
+}
+
 /*
  * Handle one request: read its body into one buffer and build the
- * response in another, as a real handler would, then free them.
- * Returns 0, or -1 when memory ran out (errno ENOMEM; nothing is left
- * allocated).
+ * response in another, as a real handler would; keep the body for the
+ * next request, free the response.  Returns 0, or -1 when memory ran out
+ * (errno ENOMEM; nothing is left allocated).
  */
-static int handle(const struct tenant *t)
+static int handle(struct tenant *t)
 {
-	char *body = malloc((size_t)t->request);
+	char *body = take_body(t);
 	char *response;
 
 	if (!body)
 		return -1;
 	memset(body, 'x', (size_t)t->request);
-	response = malloc(4096);
+	response = alloc(4096);
 	if (response)
 		snprintf(response, 4096, "%s: %ld bytes", t->name, t->request);
-	free(body);
+	keep_body(t, body);
 	free(response);
 	return response ? 0 : -1;
 }
@@ -126,6 +189,8 @@ int main(void)
 					 &tenants[i].group));
 		CHECK(tally_memcg_set_limit(tenants[i].group, TALLY_MEMCG_MAX,
 					    tenants[i].max));
+		CHECK(tally_memcg_set_reclaim(tenants[i].group,
+					      free_cached_bodies, &tenants[i]));
 	}
 	CHECK(tally_jemalloc_init(NULL));
 
@@ -152,11 +217,17 @@ int main(void)
 		       t->request / MIB, t->served, t->refused,
 		       tally_memcg_peak(t->group, false) / 1024);
 	}
-	printf("tenants: max events %s, oom events %s\n",
+	printf("tenants: max events %s, oom events %s, medium's cached "
+	       "bodies reclaimed %s\n",
 	       events(all, TALLY_MEMCG_EVENT_MAX) > 0 ? "counted" : "none",
-	       events(all, TALLY_MEMCG_EVENT_OOM) > 0 ? "counted" : "none");
+	       events(all, TALLY_MEMCG_EVENT_OOM) > 0 ? "counted" : "none",
+	       tenants[1].reclaims > 0 ? "yes" : "no");
 
-	/* Freed pages stay charged until jemalloc purges them. */
+	/* The bodies the tenants keep, then the pages jemalloc keeps. */
+	for (size_t i = 0; i < NR_TENANTS; i++) {
+		CHECK(tally_memcg_set_reclaim(tenants[i].group, NULL, NULL));
+		free_cached_bodies(tenants[i].group, 0, &tenants[i]);
+	}
 	CHECK(tally_jemalloc_purge(NULL));
 	printf("after the purge: tenants use %ld bytes\n", usage(all));
 	for (size_t i = 0; i < NR_TENANTS; i++)

@@ -30,8 +30,8 @@ WARN += -Werror
 endif
 OPT ?= -O2 -g
 SAN ?=
-CFLAGS_ALL := -std=gnu11 -fPIC -pthread -mcx16 $(OPT) $(SAN) $(WARN) -Iinclude -Isrc \
-	-DTALLY_LIBDIR='"$(LIBDIR)"' $(CFLAGS)
+CFLAGS_ALL = -std=gnu11 -fPIC -pthread -mcx16 $(OPT) $(SAN) $(WARN) -Iinclude -Isrc \
+	-DTALLY_LIBDIR='"$(LIBDIR)"' $(JE_CFLAGS) $(CFLAGS)
 LDFLAGS_ALL := -pthread $(SAN) $(LDFLAGS)
 LIBS := -lm
 
@@ -70,8 +70,18 @@ LIB_SRC := $(filter-out src/http/% src/jemalloc/%,$(wildcard src/*/*.c))
 # `tally run` (libtally_jemalloc and libtally inside, exporting nothing).
 # Built when jemalloc's header is found (Debian: libjemalloc-dev);
 # JEMALLOC=no leaves it out, JEMALLOC=yes insists (make test does).
+# Another jemalloc than the system's: JEMALLOC_DIR is its installation
+# prefix (include/, lib/), for example one built with a symbol prefix
+# (JEMALLOC_PREFIX=je_, as services that bundle their own jemalloc build
+# it); the integration then calls je_mallctl() and the like (jemalloc.h's
+# JEMALLOC_MANGLE), and `tally run`, whose preload needs a jemalloc that
+# replaces malloc(), is not built.
+JEMALLOC_DIR ?=
+JEMALLOC_PREFIX ?=
+JE_CFLAGS := $(if $(JEMALLOC_DIR),-I$(JEMALLOC_DIR)/include) \
+	$(if $(JEMALLOC_PREFIX),-DJEMALLOC_MANGLE)
 HAVE_JEMALLOC := $(shell printf '\043include <jemalloc/jemalloc.h>\n' | \
-	$(CC) -E -x c - >/dev/null 2>&1 && echo yes)
+	$(CC) $(JE_CFLAGS) -E -x c - >/dev/null 2>&1 && echo yes)
 JEMALLOC ?= $(if $(HAVE_JEMALLOC),yes,no)
 ifeq ($(JEMALLOC)$(HAVE_JEMALLOC)$(origin JEMALLOC),nofile)
 $(info make: skipping the jemalloc integration (libtally_jemalloc, \
@@ -84,7 +94,8 @@ JE_SONAME := libtally_jemalloc.so.0
 JE_OBJ := $(BUILD)/obj/src/jemalloc/tally_jemalloc.o \
 	$(BUILD)/obj/src/jemalloc/tally_jemalloc_hooks.o
 RUN_OBJ := $(BUILD)/obj/src/jemalloc/run_alloc.o $(BUILD)/obj/src/jemalloc/run_preload.o
-JE_LIBS := -ljemalloc
+JE_LIBS := $(if $(JEMALLOC_DIR),-L$(JEMALLOC_DIR)/lib \
+	-Wl,-rpath,$(JEMALLOC_DIR)/lib) -ljemalloc
 JE_TEST_SRC := $(wildcard tests/jemalloc/*.c)
 JE_TEST_BIN := $(JE_TEST_SRC:tests/jemalloc/%.c=$(BUILD)/tests/%)
 # Plain programs (no tally inside) that scripts/check-run.sh runs under
@@ -92,6 +103,9 @@ JE_TEST_BIN := $(JE_TEST_SRC:tests/jemalloc/%.c=$(BUILD)/tests/%)
 # preload before it can report (and is killed).
 RUN_PROBES := $(BUILD)/tests/run/run_probe $(BUILD)/tests/run/run_probe_static \
 	$(BUILD)/tests/run/run_probe_unpreload
+ifneq ($(JEMALLOC_PREFIX),)
+RUN_PROBES :=
+endif
 ifeq ($(JEMALLOC),yes)
 JE_FILES := jemalloc
 else
@@ -168,7 +182,8 @@ lib: $(BUILD)/libtally.a $(BUILD)/$(SO_FILE) $(SO_LINKS) $(HTTP_FILES) \
 http: $(HTTP_LIB_FILES)
 
 jemalloc: $(BUILD)/libtally_jemalloc.a $(BUILD)/$(JE_SO_FILE) \
-	$(BUILD)/$(JE_SONAME) $(BUILD)/libtally_jemalloc.so $(BUILD)/libtally_run.so
+	$(BUILD)/$(JE_SONAME) $(BUILD)/libtally_jemalloc.so \
+	$(if $(JEMALLOC_PREFIX),,$(BUILD)/libtally_run.so)
 
 tests: $(TEST_BIN) $(if $(SAN),,$(JE_TEST_BIN) $(RUN_PROBES) $(CXX_TEST_BIN))
 
@@ -475,8 +490,10 @@ ifeq ($(JEMALLOC),yes)
 	install -m 755 $(BUILD)/$(JE_SO_FILE) $(DESTDIR)$(LIBDIR)/
 	ln -sf $(JE_SO_FILE) $(DESTDIR)$(LIBDIR)/$(JE_SONAME)
 	ln -sf $(JE_SONAME) $(DESTDIR)$(LIBDIR)/libtally_jemalloc.so
+ifeq ($(JEMALLOC_PREFIX),)
 	install -d $(DESTDIR)$(LIBDIR)/tally
 	install -m 755 $(BUILD)/libtally_run.so $(DESTDIR)$(LIBDIR)/tally/
+endif
 endif
 ifeq ($(HTTP),yes)
 	install -m 644 $(BUILD)/libtally_http.a $(DESTDIR)$(LIBDIR)/

@@ -518,3 +518,44 @@ TEST(an_auto_group_whose_max_is_below_what_is_adopted_is_refused)
 	CHECK_EQ_LONG(usage(g), st.adopted);
 	harness_child_exit();
 }
+
+static void *park(void *arg)
+{
+	pthread_barrier_wait(arg);	/* parked: the thread exists */
+	pthread_barrier_wait(arg);	/* released */
+	return NULL;
+}
+
+/*
+ * Installed after another thread exists, the integration would adopt
+ * pages that thread's cache may still free unseen: it is refused
+ * (-EBUSY) with nothing installed, and once the thread is joined it is
+ * installed.  Run in a fresh copy of this binary (one thread at its
+ * start).
+ */
+TEST(init_while_another_thread_exists_is_refused_with_ebusy)
+{
+	if (!harness_is_child()) {
+		const char *const env[] = { NULL };
+
+		CHECK_EQ_LONG(RERUN_THIS_TEST(env), 0);
+		return;
+	}
+	struct tally_memcg_tree *t = util_memcg_tree(NULL, 0);
+	struct tally_memcg *g = util_memcg_group(tally_memcg_root(t), "all");
+	struct tally_jemalloc_options opts = { .auto_group = g };
+	pthread_barrier_t b;
+	pthread_t th;
+
+	REQUIRE(g);
+	pthread_barrier_init(&b, NULL, 2);
+	REQUIRE(pthread_create(&th, NULL, park, &b) == 0);
+	pthread_barrier_wait(&b);
+	CHECK_EQ_LONG(tally_jemalloc_init(&opts), -EBUSY);
+	CHECK_EQ_LONG(usage(g), 0);
+	pthread_barrier_wait(&b);
+	pthread_join(th, NULL);
+	CHECK_EQ_LONG(tally_jemalloc_init(&opts), 0);
+	CHECK(usage(g) > 0);
+	harness_child_exit();
+}

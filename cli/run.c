@@ -114,9 +114,10 @@ static void run_usage(FILE *f)
 "loaded, or the program dropped it) is killed.\n"
 "\n"
 "Exit status: the program's, or 128+N when signal N killed it; %d bad\n"
-"command line (unparseable size or interval, no program); %d tally failed\n"
-"(the preload library or jemalloc missing, the accounting could not be\n"
-"installed or did not report); %d the program cannot be run (not\n"
+"command line (unparseable size or interval, no program, a metrics file\n"
+"that cannot be written: its directory missing or not writable); %d tally\n"
+"failed (the preload library or jemalloc missing, the accounting could not\n"
+"be installed or did not report); %d the program cannot be run (not\n"
 "executable, neither ELF nor #!, statically linked, 32-bit,\n"
 "set-user-ID); %d the program was not found.\n",
 		HANDSHAKE_MS / 1000,
@@ -412,6 +413,35 @@ static int find_preload(char *buf, size_t len)
 	return ENOENT;
 }
 
+/*
+ * Whether the preload can write the textfile @path (absolute): its
+ * directory must be one this process can create a file in (the file is
+ * written beside it and renamed over it), and @path not a directory.
+ * 0, or the errno that says why not.  Checked before the program starts:
+ * a file that cannot be written is a bad command line, not an error
+ * repeated at every write while the program runs.
+ */
+static int check_metrics_path(const char *path)
+{
+	char dir[PATH_MAX];
+	const char *slash = strrchr(path, '/');
+	struct stat st;
+
+	if (slash == path)
+		snprintf(dir, sizeof(dir), "/");
+	else
+		snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path), path);
+	if (stat(dir, &st))
+		return errno;
+	if (!S_ISDIR(st.st_mode))
+		return ENOTDIR;
+	if (access(dir, W_OK | X_OK))
+		return errno;
+	if (!stat(path, &st) && S_ISDIR(st.st_mode))
+		return EISDIR;
+	return 0;
+}
+
 static volatile sig_atomic_t child_pid;
 
 static void forward(int sig)
@@ -654,6 +684,14 @@ int tally_cmd_run(int argc, char **argv)
 			return RUN_EXIT_FAILED;
 		}
 		a.metrics = metrics;
+	}
+	if (a.metrics) {
+		err = check_metrics_path(a.metrics);
+		if (err) {
+			fprintf(stderr, "tally: run: --metrics: cannot "
+				"write %s: %s\n", a.metrics, strerror(err));
+			return CLI_EXIT_USAGE;
+		}
 	}
 	fflush(NULL);
 	pid = start(prog, argv + i, preload, &a, &exec_fd, &hs_fd);

@@ -650,6 +650,23 @@ for bad in 0 -1 abc 100000; do
 	expect "bad_interval_'$bad'_is_a_usage_error" \
 		"^tally: run: --interval:"
 done
+# A metrics file that cannot be written is a bad command line, said in
+# one line before the program runs.
+mkdir -p "$tmp/isdir.prom"
+: > "$tmp/plain"
+for bad in missing/x.prom isdir.prom plain/x.prom; do
+	name="metrics_file_that_cannot_be_written_is_refused_before_the_program_runs ($bad)"
+	run "$name" 2 "$tally" run --metrics "$tmp/$bad" -- "$probe" alloc 1 ||
+		continue
+	if [ "$(wc -l < "$tmp/out")" -eq 1 ] &&
+	   grep -q "^tally: run: --metrics: cannot write $tmp/$bad: " "$tmp/out"
+	then
+		pass "$name"
+	else
+		{ echo "not one line naming the file:"; cat "$tmp/out"; } > "$why"
+		fail "$name" "$why"
+	fi
+done
 # jemalloc holds its first pages before the program runs: a max below
 # them could never be kept, and is refused before the program starts,
 # naming the least that works (the program ran with no limit before).

@@ -105,6 +105,7 @@ static struct {
 	long interval_ms;
 	pid_t writer;
 	long held_at_start;	/* adopted, when more than the max */
+	int write_err;		/* of the last write of the textfile */
 	pthread_mutex_t lock;
 } run = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
@@ -191,9 +192,12 @@ static void write_metrics(void)
 	}
 	int ret = tally_export_textfile(run.exporter, run.path);
 
-	if (ret)
+	/* tally run checked the file's directory: a failure now (a full
+	 * disk, a directory removed) is said once, not at every write. */
+	if (ret && ret != run.write_err)
 		fprintf(stderr, "tally: run: cannot write %s: %s\n", run.path,
 			strerror(-ret));
+	run.write_err = ret;
 	pthread_mutex_unlock(&run.lock);
 }
 

@@ -28,10 +28,14 @@ WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
 ifneq ($(CI),)
 WARN += -Werror
 endif
+# LIBDIR relative to BINDIR: where `tally run` finds its preload from its
+# own binary, wherever the prefix is (cli/run.c).
+BINDIR_TO_LIBDIR := $(shell realpath -m --relative-to="$(BINDIR)" "$(LIBDIR)")
 OPT ?= -O2 -g
 SAN ?=
 CFLAGS_ALL := -std=gnu11 -fPIC -pthread -mcx16 $(OPT) $(SAN) $(WARN) -Iinclude -Isrc \
-	-DTALLY_LIBDIR='"$(LIBDIR)"' $(CFLAGS)
+	-DTALLY_LIBDIR='"$(LIBDIR)"' \
+	-DTALLY_BINDIR_TO_LIBDIR='"$(BINDIR_TO_LIBDIR)"' $(CFLAGS)
 LDFLAGS_ALL := -pthread $(SAN) $(LDFLAGS)
 LIBS := -lm
 

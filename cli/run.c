@@ -113,6 +113,12 @@ static void run_usage(FILE *f)
 "program whose preload has not reported %d s after its start (it was not\n"
 "loaded, or the program dropped it) is killed.\n"
 "\n"
+"The preload library, libtally_run.so, is found from the tally binary:\n"
+"beside it (a build tree), or where `make install` put it, LIBDIR/tally\n"
+"relative to BINDIR (../lib/tally, ../lib64/tally), whatever PREFIX and\n"
+"wherever the prefix was moved; the environment's TALLY_RUN_PRELOAD, a\n"
+"path, names another one.\n"
+"\n"
 "Exit status: the program's, or 128+N when signal N killed it; %d bad\n"
 "command line (unparseable size or interval, no program, a metrics file\n"
 "that cannot be written: its directory missing or not writable); %d tally\n"
@@ -379,9 +385,27 @@ static int check_program(const char *prog)
 }
 
 /*
- * The preload library into @buf: $TALLY_RUN_PRELOAD, else beside the
- * tool (the build tree), else installed.  0, or an errno: then @buf holds
- * $TALLY_RUN_PRELOAD when it was set, "" otherwise.
+ * Where the preload library is looked for, relative to the directory of
+ * the tally binary: beside it (the build tree), then where `make
+ * install` puts it from the BINDIR it puts tally in (LIBDIR/tally, found
+ * whatever PREFIX the install was given and wherever the prefix was
+ * moved: TALLY_BINDIR_TO_LIBDIR is LIBDIR relative to BINDIR, as this
+ * binary was built), then the usual LIBDIRs of a prefix.
+ */
+#ifndef TALLY_BINDIR_TO_LIBDIR
+#define TALLY_BINDIR_TO_LIBDIR "../lib"
+#endif
+static const char *const preload_dirs[] = {
+	".", TALLY_BINDIR_TO_LIBDIR "/tally", "../lib/tally",
+	"../lib64/tally",
+};
+#define PRELOAD_DIRS (sizeof(preload_dirs) / sizeof(preload_dirs[0]))
+
+/*
+ * The preload library into @buf: $TALLY_RUN_PRELOAD, else the first of
+ * preload_dirs[] that has it, else TALLY_LIBDIR's (the LIBDIR this binary
+ * was built for).  0, or an errno: then @buf holds $TALLY_RUN_PRELOAD
+ * when it was set, "" otherwise.
  */
 static int find_preload(char *buf, size_t len)
 {
@@ -401,9 +425,11 @@ static int find_preload(char *buf, size_t len)
 
 		if (slash) {
 			*slash = 0;
-			if (snprintf(buf, len, "%s/%s", exe, PRELOAD_SO) <
-			    (int)len && !access(buf, R_OK))
-				return 0;
+			for (size_t i = 0; i < PRELOAD_DIRS; i++)
+				if (snprintf(buf, len, "%s/%s/%s", exe,
+					     preload_dirs[i], PRELOAD_SO) <
+				    (int)len && !access(buf, R_OK))
+					return 0;
 		}
 	}
 	if (snprintf(buf, len, "%s/tally/%s", TALLY_LIBDIR, PRELOAD_SO) <
@@ -656,11 +682,13 @@ int tally_cmd_run(int argc, char **argv)
 			fprintf(stderr, "tally: run: TALLY_RUN_PRELOAD=%s: %s\n",
 				preload, strerror(err));
 		else
-			fprintf(stderr, "tally: run: cannot find %s, beside "
-				"tally or in %s/tally: build it with `make "
-				"JEMALLOC=yes` (it needs Debian's "
-				"libjemalloc-dev), or name it in "
-				"TALLY_RUN_PRELOAD\n", PRELOAD_SO,
+			fprintf(stderr, "tally: run: cannot find %s beside "
+				"tally, in %s/tally or %s/tally from its "
+				"directory, nor in %s/tally: build it with "
+				"`make JEMALLOC=yes` (it needs Debian's "
+				"libjemalloc-dev) and install it with tally, "
+				"or name it in TALLY_RUN_PRELOAD\n", PRELOAD_SO,
+				TALLY_BINDIR_TO_LIBDIR, "../lib64",
 				TALLY_LIBDIR);
 		return RUN_EXIT_FAILED;
 	}

@@ -621,6 +621,37 @@ else
 	{ echo "exit status $rc:"; cat "$tmp/out"; } > "$why"
 	fail "$name" "$why"
 fi
+# Installed, tally run finds its preload from its own binary: under any
+# PREFIX the build was not made for, with LIBDIR apart from it, and after
+# the prefix is moved.
+# install_and_run NAME DIR VARS...: make install into DIR with the
+# variables VARS, then DIR/bin/tally runs the probe accounted.
+install_and_run() {
+	name=$1
+	dir=$2
+	shift 2
+	if ! env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s \
+		--no-print-directory install BUILD="$build" JEMALLOC=yes \
+		PREFIX="$dir" "$@" > "$tmp/out" 2>&1; then
+		{ echo "make install failed:"; cat "$tmp/out"; } > "$why"
+		fail "$name" "$why"
+		return 1
+	fi
+	run "$name" 0 env -u TALLY_RUN_PRELOAD "$dir/bin/tally" run \
+		--memory-max 8M -- "$probe" alloc 64 &&
+	expect "$name" '^alloc: malloc refused after [0-9] MiB'
+}
+install_and_run installed_tally_run_finds_its_preload_under_any_prefix \
+	"$tmp/prefix"
+mv "$tmp/prefix" "$tmp/moved"
+run installed_tally_run_finds_its_preload_after_the_prefix_moved 0 \
+	env -u TALLY_RUN_PRELOAD "$tmp/moved/bin/tally" run --memory-max 8M \
+	-- "$probe" alloc 64 &&
+	expect installed_tally_run_finds_its_preload_after_the_prefix_moved \
+		'^alloc: malloc refused after [0-9] MiB'
+install_and_run installed_tally_run_finds_its_preload_in_lib64 \
+	"$tmp/p64" LIBDIR="$tmp/p64/lib64"
+rm -rf "$tmp/moved" "$tmp/p64"
 # make says what it leaves out, and which package brings it.
 make -n --no-print-directory BUILD="$tmp/mk" HAVE_JEMALLOC= HAVE_MHD= \
 	deps > "$tmp/out" 2>&1

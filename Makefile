@@ -87,7 +87,8 @@ JE_SO_FILE := libtally_jemalloc.so.$(VERSION)
 JE_SONAME := libtally_jemalloc.so.0
 JE_OBJ := $(BUILD)/obj/src/jemalloc/tally_jemalloc.o \
 	$(BUILD)/obj/src/jemalloc/tally_jemalloc_hooks.o
-RUN_OBJ := $(BUILD)/obj/src/jemalloc/run_preload.o
+RUN_OBJ := $(BUILD)/obj/cli/run_ledger.o \
+	$(BUILD)/obj/src/jemalloc/run_preload.o
 JE_LIBS := -ljemalloc
 JE_TEST_SRC := $(wildcard tests/jemalloc/*.c)
 JE_TEST_BIN := $(JE_TEST_SRC:tests/jemalloc/%.c=$(BUILD)/tests/%)

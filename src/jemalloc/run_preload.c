@@ -9,6 +9,8 @@
  *
  *   TALLY_RUN_MEMORY_MAX, TALLY_RUN_MEMORY_HIGH   bytes (decimal), or unset
  *   TALLY_RUN_METRICS, TALLY_RUN_INTERVAL_MS       the textfile, its period
+ *   TALLY_RUN_LEDGER_FD  the ledger (cli/run_ledger.h): a memory file of
+ *                      every process's figures, shared by the tree
  *   TALLY_RUN_PID      the process that writes the textfile: the one
  *                      `tally run` started (its later images too, after
  *                      execve()), not its descendants
@@ -16,27 +18,29 @@
  *                      byte, '+' when the accounting is installed, '-'
  *                      when it failed (and the process then exits 125)
  *
- * and builds a memory tree whose group "run" is the process default and
- * the auto_group of the jemalloc integration: every arena of the process
- * charges it.  Descendants inherit the environment, so a child that
- * execs another program is accounted in its own process, with the same
- * limits, but writes no textfile; a forked child keeps its copy of the
- * parent's tree and group (its usage starts at the parent's).
+ * and builds a memory tree whose root is the process's group, its
+ * default and the auto_group of the jemalloc integration: every arena of
+ * the process charges it.  Descendants inherit the environment: a child
+ * that execs a program is accounted in its own process, with the same
+ * limits; a forked child keeps its copy of the parent's tree (its usage
+ * starts at the parent's, its events at none).  One limit per process.
  *
- * The textfile holds the memory tree (tally_exporter_add_memcg()),
- * memory.stat, and a few gauges of the process, prefix tally_run: the
- * bytes the hooks charged and adopted (tally_jemalloc_stats() of the
- * automatic arenas, which are all the process's arenas: jemalloc's huge
- * arena is turned off), jemalloc's active and dirty pages, its
- * stats.resident, stats.mapped and stats.metadata, and the process's
- * resident set size (/proc/self/statm): what the accounting sees against
- * what the kernel sees, and their difference, uncharged = RSS - charged
- * (0 when the charge is larger: pages allocated but never written, or
- * freed lazily and taken back by the kernel).  The bound, read in the
- * same process: active + dirty <= charged <= active + dirty + adopted.
- * It is written once as the program starts, then by a thread every
- * interval, and once more at exit (atexit()); a process that ends by
- * _exit() or a signal leaves the last write.
+ * Each process records its figures in its slot of the ledger: its
+ * group's memory files, the bytes the hooks charged and adopted
+ * (tally_jemalloc_stats() of the automatic arenas, which are all the
+ * process's arenas: jemalloc's huge arena is turned off), jemalloc's
+ * active and dirty pages, its stats.resident, stats.mapped and
+ * stats.metadata, and its resident set size (/proc/self/statm): what the
+ * accounting sees against what the kernel sees, and their difference,
+ * uncharged = RSS - charged (0 when the charge is larger).  The bound,
+ * read in the same process: active + dirty <= charged <= active + dirty +
+ * adopted.  The writer records and writes the textfile as the program
+ * starts, then from a thread every interval, and at exit (atexit());
+ * every other process records at exit.  A process killed by SIGABRT,
+ * SIGSEGV, SIGBUS, SIGILL or SIGFPE (one it left at its default action)
+ * records its events and the signal first; `tally run` writes the file
+ * once more when the program has ended.  Nothing on these paths
+ * allocates: a process at its max is where malloc() fails.
  *
  * The memory a program maps itself (a heap of its own, as V8's) is
  * reported in uncharged, not charged: a preload sees mmap() calls, not
@@ -49,63 +53,40 @@
  * user which limit to reach for (docs/jemalloc.md).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <jemalloc/jemalloc.h>
 
-#include <tally/export.h>
 #include <tally/jemalloc.h>
 #include <tally/memcg.h>
 #include <tally/memcg_current.h>
-#include <tally/stats.h>
 
-enum {
-	P_CHARGED,
-	P_ADOPTED,
-	P_JE_ACTIVE,
-	P_JE_DIRTY,
-	P_JE_RESIDENT,
-	P_JE_MAPPED,
-	P_JE_METADATA,
-	P_RSS,
-	P_UNCHARGED,
-	P_NR,
-};
-
-static const struct tally_stat_desc process_schema[P_NR] = {
-	[P_CHARGED] = { "charged", TALLY_STAT_STATE },
-	[P_ADOPTED] = { "adopted", TALLY_STAT_STATE },
-	[P_JE_ACTIVE] = { "jemalloc_active", TALLY_STAT_STATE },
-	[P_JE_DIRTY] = { "jemalloc_dirty", TALLY_STAT_STATE },
-	[P_JE_RESIDENT] = { "jemalloc_resident", TALLY_STAT_STATE },
-	[P_JE_MAPPED] = { "jemalloc_mapped", TALLY_STAT_STATE },
-	[P_JE_METADATA] = { "jemalloc_metadata", TALLY_STAT_STATE },
-	[P_RSS] = { "process_rss", TALLY_STAT_STATE },
-	[P_UNCHARGED] = { "uncharged", TALLY_STAT_STATE },
-};
-
-static const char *const process_units[P_NR] = {
-	"bytes", "bytes", "bytes", "bytes", "bytes", "bytes", "bytes",
-	"bytes", "bytes",
-};
+#include "../../cli/run_ledger.h"
 
 static struct {
 	struct tally_memcg_tree *tree;
 	struct tally_memcg *group;
-	struct tally_stats_tree *process;
-	long shown[P_NR];
-	struct tally_exporter *exporter;
+	struct run_ledger *ledger;
+	struct run_slot *slot;	/* NULL: not recorded */
+	/* Events before this image's: of the image it replaced (exec) ... */
+	long carried[RF_NR];
+	/* ... and of the parent, in a forked child's copy of its tree. */
+	long inherited[TALLY_MEMCG_NR_EVENTS];
 	const char *path;
 	long interval_ms;
 	pid_t writer;
 	long held_at_start;	/* adopted, when more than the max */
 	int write_err;		/* of the last write of the textfile */
+	long page;
 	pthread_mutex_t lock;
 } run = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
@@ -151,47 +132,120 @@ static long je_size(const char *name)
 	return mallctl(name, &v, &len, NULL, 0) ? 0 : (long)v;
 }
 
-static long rss_bytes(void)
+/*
+ * A file of /proc read into @buf (@len bytes with the NUL) with open()
+ * and read(): no FILE, no malloc().  Its length, or -1.
+ */
+static ssize_t read_proc(const char *path, char *buf, size_t len)
 {
-	FILE *f = fopen("/proc/self/statm", "re");
-	long size, resident = 0;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n;
 
-	if (!f)
-		return 0;
-	if (fscanf(f, "%ld %ld", &size, &resident) != 2)
-		resident = 0;
-	fclose(f);
-	return resident * sysconf(_SC_PAGESIZE);
+	if (fd < 0)
+		return -1;
+	do
+		n = read(fd, buf, len - 1);
+	while (n < 0 && errno == EINTR);
+	close(fd);
+	buf[n > 0 ? n : 0] = 0;
+	return n;
 }
 
-/* Refresh the process gauges, then write the textfile. */
-static void write_metrics(void)
+/* The resident set size: async-signal-safe (system calls, a parse). */
+static long rss_bytes(void)
+{
+	char buf[128], *p;
+	long resident = 0;
+
+	if (read_proc("/proc/self/statm", buf, sizeof(buf)) <= 0)
+		return 0;
+	p = strchr(buf, ' ');
+	for (p = p ? p + 1 : buf; *p >= '0' && *p <= '9'; p++)
+		resident = resident * 10 + (*p - '0');
+	return resident * run.page;
+}
+
+static long limit_figure(long v)
+{
+	return v == TALLY_MEMCG_UNLIMITED ? -1 : v;
+}
+
+static const enum run_figure event_figure[TALLY_MEMCG_NR_EVENTS] = {
+	[TALLY_MEMCG_EVENT_LOW] = RF_NR,
+	[TALLY_MEMCG_EVENT_HIGH] = RF_EV_HIGH,
+	[TALLY_MEMCG_EVENT_MAX] = RF_EV_MAX,
+	[TALLY_MEMCG_EVENT_OOM] = RF_EV_OOM,
+	[TALLY_MEMCG_EVENT_OOM_KILL] = RF_NR,
+};
+
+/*
+ * The figures a process can record as it ends by _exit() or a signal:
+ * its group's usage, peak and events, its RSS.  Async-signal-safe
+ * (loads, stores, system calls).
+ */
+static void record_at_end(void)
+{
+	long ev[TALLY_MEMCG_NR_EVENTS];
+	struct tally_memcg_range cur = { 0 };
+
+	if (!run.slot)
+		return;
+	if (!tally_memcg_events(run.group, ev, NULL))
+		for (int i = 0; i < TALLY_MEMCG_NR_EVENTS; i++)
+			if (event_figure[i] != RF_NR)
+				run_slot_set(run.slot, event_figure[i],
+					     run.carried[event_figure[i]] +
+					     ev[i] - run.inherited[i]);
+	tally_memcg_usage(run.group, TALLY_MEMCG_READ_APPROX, &cur);
+	run_slot_set(run.slot, RF_CURRENT, cur.value);
+	run_slot_set(run.slot, RF_PEAK, tally_memcg_peak(run.group, false));
+	run_slot_set(run.slot, RF_RSS, rss_bytes());
+}
+
+/* The group's limits, set once as the process starts. */
+static void record_limits(void)
+{
+	struct tally_memcg_limits lim;
+
+	if (run.slot && !tally_memcg_get_limits(run.group, &lim)) {
+		run_slot_set(run.slot, RF_MAX, limit_figure(lim.max));
+		run_slot_set(run.slot, RF_HIGH, limit_figure(lim.high));
+	}
+}
+
+/* Every figure of the process into its slot. */
+static void record(void)
 {
 	struct tally_jemalloc_stats st = { 0 };
-	long now[P_NR];
+	long charged, rss;
 	uint64_t epoch = 1;
 	size_t len = sizeof(epoch);
 
-	pthread_mutex_lock(&run.lock);
+	if (!run.slot)
+		return;
 	tally_jemalloc_stats(NULL, &st);
 	mallctl("epoch", &epoch, &len, &epoch, sizeof(epoch));
-	now[P_CHARGED] = st.charged;
-	now[P_ADOPTED] = st.adopted;
-	now[P_JE_ACTIVE] = st.active;
-	now[P_JE_DIRTY] = st.dirty + st.muzzy;
-	now[P_JE_RESIDENT] = je_size("stats.resident");
-	now[P_JE_MAPPED] = je_size("stats.mapped");
-	now[P_JE_METADATA] = je_size("stats.metadata");
-	now[P_RSS] = rss_bytes();
-	now[P_UNCHARGED] = now[P_RSS] > now[P_CHARGED] ?
-			   now[P_RSS] - now[P_CHARGED] : 0;
-	for (int i = 0; i < P_NR; i++) {
-		tally_stats_mod(tally_stats_root(run.process), (unsigned int)i,
-				now[i] - run.shown[i]);
-		run.shown[i] = now[i];
-	}
-	int ret = tally_export_textfile(run.exporter, run.path);
+	record_at_end();
+	charged = st.charged;
+	rss = run_slot_get(run.slot, RF_RSS);
+	run_slot_set(run.slot, RF_CHARGED, charged);
+	run_slot_set(run.slot, RF_ADOPTED, st.adopted);
+	run_slot_set(run.slot, RF_JE_ACTIVE, st.active);
+	run_slot_set(run.slot, RF_JE_DIRTY, st.dirty + st.muzzy);
+	run_slot_set(run.slot, RF_JE_RESIDENT, je_size("stats.resident"));
+	run_slot_set(run.slot, RF_JE_MAPPED, je_size("stats.mapped"));
+	run_slot_set(run.slot, RF_JE_METADATA, je_size("stats.metadata"));
+	run_slot_set(run.slot, RF_UNCHARGED, rss > charged ? rss - charged : 0);
+}
 
+/* Record the process's figures, then write the textfile. */
+static void write_metrics(void)
+{
+	int ret;
+
+	pthread_mutex_lock(&run.lock);
+	record();
+	ret = run_ledger_write(run.ledger, run.writer, run.path);
 	/* tally run checked the file's directory: a failure now (a full
 	 * disk, a directory removed) is said once, not at every write. */
 	if (ret && ret != run.write_err)
@@ -217,42 +271,132 @@ static void *metrics_thread(void *arg)
 	return NULL;
 }
 
-static void metrics_at_exit(void)
+static void at_exit(void)
 {
-	if (getpid() == run.writer)
+	if (run.path && getpid() == run.writer)
 		write_metrics();
+	else
+		record();
+}
+
+/* The signals that end a process, and that programs seldom handle. */
+static const int fatal_signals[] = { SIGABRT, SIGSEGV, SIGBUS, SIGILL,
+				     SIGFPE };
+
+/*
+ * A fatal signal: the events and the signal recorded, then the default
+ * action (SA_RESETHAND restored it) taken when the handler returns (a
+ * fault) or the signal is sent again (abort(), kill()).
+ */
+static void on_fatal_signal(int sig)
+{
+	int saved = errno;
+
+	record_at_end();
+	if (run.slot)
+		run_slot_set(run.slot, RF_SIGNAL, sig);
+	raise(sig);
+	errno = saved;
+}
+
+/*
+ * A process that ends by _exit() or _Exit() (a forked child, often) runs
+ * no atexit() handler: the preload's own, exported over libc's, records
+ * its events (async-signal-safe, as _exit() is) and ends it as libc's
+ * does.  exit() calls libc's internal one, after the atexit() handlers.
+ */
+__attribute__((visibility("default"), noreturn)) void _exit(int status);
+__attribute__((visibility("default"), noreturn)) void _Exit(int status);
+
+void _exit(int status)
+{
+	record_at_end();
+	for (;;)
+		syscall(SYS_exit_group, status);
+}
+
+void _Exit(int status)
+{
+	_exit(status);
+}
+
+/* Only where the program left the default action: its own handler wins. */
+static void catch_fatal_signals(void)
+{
+	struct sigaction sa = { .sa_handler = on_fatal_signal,
+				.sa_flags = SA_RESETHAND | SA_NODEFER };
+
+	sigemptyset(&sa.sa_mask);
+	for (size_t i = 0; i < sizeof(fatal_signals) / sizeof(int); i++) {
+		struct sigaction old;
+
+		if (!sigaction(fatal_signals[i], NULL, &old) &&
+		    old.sa_handler == SIG_DFL && !(old.sa_flags & SA_SIGINFO))
+			sigaction(fatal_signals[i], &sa, NULL);
+	}
+}
+
+/*
+ * A forked child is a process of its own: a slot of its own, its events
+ * counted from the fork (its tree is a copy of the parent's).  Only
+ * async-signal-safe calls, as after fork() in a threaded parent.
+ */
+static void record_fork_child(void)
+{
+	if (!run.slot)
+		return;
+	tally_memcg_events(run.group, run.inherited, NULL);
+	memset(run.carried, 0, sizeof(run.carried));
+	run.slot = run_ledger_claim(run.ledger, getpid(), run.slot->name);
+	record_limits();
+}
+
+/* The process's name (/proc/self/comm) into @name. */
+static void process_name(char name[RUN_LEDGER_NAME])
+{
+	ssize_t n = read_proc("/proc/self/comm", name, RUN_LEDGER_NAME);
+
+	if (n > 0 && name[n - 1] == '\n')
+		name[n - 1] = 0;
+}
+
+/*
+ * Take this process's slot in the ledger of TALLY_RUN_LEDGER_FD, if
+ * tally run gave one: an image that replaced another by exec() carries
+ * its events on.
+ */
+static int setup_ledger(void)
+{
+	long fd = env_long("TALLY_RUN_LEDGER_FD", -1);
+	char name[RUN_LEDGER_NAME] = "";
+
+	if (fd < 0)
+		return 0;
+	/* A program may close descriptors it did not open, and reuse the
+	 * number: its processes then record nothing, and run on. */
+	run.ledger = run_ledger_map((int)fd);
+	if (!run.ledger)
+		return 0;
+	process_name(name);
+	run.slot = run_ledger_claim(run.ledger, getpid(), name);
+	if (run.slot)
+		for (int f = RF_EVENTS_FIRST; f < RF_EVENTS_END; f++)
+			run.carried[f] = run_slot_get(run.slot,
+						      (enum run_figure)f);
+	record_limits();
+	if (pthread_atfork(NULL, NULL, record_fork_child) ||
+	    atexit(at_exit))
+		return -ENOMEM;
+	catch_fatal_signals();
+	return 0;
 }
 
 static int setup_metrics(void)
 {
-	struct tally_export_stats_options stat_opts = {
-		.prefix = "tally_run", .units = process_units,
-		.mode = TALLY_FLUSH_FORCE,
-	};
-	struct tally_export_stats_options memstat_opts = {
-		.prefix = "tally_memory_stat", .mode = TALLY_FLUSH_FORCE,
-	};
 	pthread_attr_t attr;
 	pthread_t th;
 	int ret;
 
-	ret = tally_stats_tree_create(&run.process, process_schema, P_NR,
-				      NULL);
-	if (!ret)
-		ret = tally_exporter_create(&run.exporter, NULL);
-	if (!ret)
-		ret = tally_exporter_add_memcg(run.exporter, run.tree, NULL);
-	if (!ret)
-		ret = tally_exporter_add_stats(run.exporter,
-					       tally_memcg_stats_tree(run.tree),
-					       &memstat_opts);
-	if (!ret)
-		ret = tally_exporter_add_stats(run.exporter, run.process,
-					       &stat_opts);
-	if (ret)
-		return ret;
-	if (atexit(metrics_at_exit))
-		return -ENOMEM;
 	/* A program that ends by _exit() or a signal runs no atexit()
 	 * handler: the file is there from its start. */
 	write_metrics();
@@ -272,12 +416,13 @@ static int setup(void)
 
 	if (max < 0 || high < 0)
 		return -EINVAL;
+	run.page = sysconf(_SC_PAGESIZE);
 	ret = tally_memcg_tree_create(&run.tree, NULL);
-	if (!ret)
-		ret = tally_memcg_create(tally_memcg_root(run.tree), "run",
-					 &run.group);
-	if (!ret)
-		ret = tally_memcg_set_limit(run.group, TALLY_MEMCG_HIGH, high);
+	if (ret)
+		return ret;
+	/* The root takes limits: the process's group needs no other. */
+	run.group = tally_memcg_root(run.tree);
+	ret = tally_memcg_set_limit(run.group, TALLY_MEMCG_HIGH, high);
 	if (ret)
 		return ret;
 	tally_memcg_set_default(run.group);
@@ -298,14 +443,18 @@ static int setup(void)
 	}
 	if (ret)
 		return ret;
+	ret = setup_ledger();
+	if (ret)
+		return ret;
 	run.path = getenv("TALLY_RUN_METRICS");
 	run.writer = (pid_t)env_long("TALLY_RUN_PID", 0);
 	run.interval_ms = env_long("TALLY_RUN_INTERVAL_MS", 10000);
-	if (run.path && *run.path && run.writer == getpid()) {
+	if (run.ledger && run.path && *run.path && run.writer == getpid()) {
 		if (run.interval_ms < 1)
 			return -EINVAL;
 		return setup_metrics();
 	}
+	run.path = NULL;
 	return 0;
 }
 

@@ -654,6 +654,29 @@ refused preload_path_with_a_space_is_refused_before_the_program_runs 125 \
 	'^tally: run: cannot preload .*a dir/libtally_run.so' \
 	env TALLY_RUN_PRELOAD="$tmp/a dir/libtally_run.so" \
 	"$tally" run --memory-max 8M -- "$probe" alloc 64
+# A library the program preloads that starts a thread before the
+# accounting is installed: that thread's allocations would escape it
+# (tally_jemalloc_init() refuses), so the program does not run.
+cat > "$tmp/thread.c" <<'C'
+#include <pthread.h>
+#include <unistd.h>
+static void *sleeper(void *arg) { for (;;) pause(); return arg; }
+__attribute__((constructor)) static void start(void)
+{
+	pthread_t t;
+
+	pthread_create(&t, 0, sleeper, 0);
+}
+C
+if ${CC:-cc} -shared -fPIC -pthread -o "$tmp/thread.so" "$tmp/thread.c"
+then
+	refused thread_started_before_the_accounting_is_refused 125 \
+		'^tally: run: the process has another thread before the accounting is installed' \
+		env LD_PRELOAD="$tmp/thread.so" "$tally" run -- "$probe" alloc 1
+else
+	echo "cannot build $tmp/thread.so" > "$why"
+	fail thread_started_before_the_accounting_is_refused "$why"
+fi
 
 # --- nothing runs unaccounted, nothing through a shell -------------------
 # A #! script runs its interpreter: the checks follow the chain as the

@@ -85,6 +85,7 @@ static struct {
 	long interval_ms;
 	pid_t writer;
 	long held_at_start;	/* adopted, when more than the max */
+	bool threads_before;	/* another thread before the install */
 	int write_err;		/* of the last write of the textfile */
 	long page;
 	pthread_mutex_t lock;
@@ -428,6 +429,8 @@ static int setup(void)
 	tally_memcg_set_default(run.group);
 	opts.auto_group = run.group;
 	ret = tally_jemalloc_init(&opts);
+	if (ret == -EBUSY)
+		run.threads_before = true;
 	if (ret)
 		return ret;
 	/*
@@ -477,6 +480,12 @@ __attribute__((constructor)) static void run_preload_init(void)
 			"bytes the allocator holds as the program starts: give "
 			"at least %ldK\n", run.held_at_start,
 			run.held_at_start / 1024 + 1);
+		_exit(125);
+	}
+	if (run.threads_before) {
+		fprintf(stderr, "tally: run: the process has another thread "
+			"before the accounting is installed (a library the "
+			"program preloads started it): cannot account it\n");
 		_exit(125);
 	}
 	if (ret) {

@@ -9,7 +9,7 @@
  * or the preload would never run.  It is executed directly (execve() of
  * that path, never through a shell: a file neither ELF nor #! is an
  * error) in a child whose environment preloads jemalloc and
- * libtally_run.so (src/jemalloc/run_preload.c), which installs the
+ * libtally_run.so (cli/run_preload.c), which installs the
  * accounting before the program's main() and tells this process through
  * a pipe that it did.
  *

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Check `tally run` (cli/run.c, src/jemalloc/run_preload.c) on real
+# Check `tally run` (cli/run.c, cli/run_preload.c) on real
 # programs nobody here wrote, and on its bad input:
 #   - python3 building a list under a max below what it needs raises
 #     MemoryError, which the script catches and prints (no crash); without

@@ -70,7 +70,7 @@
 #include <tally/memcg.h>
 #include <tally/memcg_current.h>
 
-#include "../../cli/run_ledger.h"
+#include "run_ledger.h"
 
 static struct {
 	struct tally_memcg_tree *tree;

@@ -182,7 +182,7 @@ struct run_args {
 	long max, high;
 	long interval_ms;
 	const char *metrics;
-	int ledger_fd;		/* the ledger the program inherits, or -1 */
+	const char *ledger;	/* the ledger's path, or NULL */
 };
 
 static int run_option(int opt, char *arg, void *ctx)
@@ -551,7 +551,7 @@ static void exec_child(const char *prog, char **argv, const char *preload,
 	    unsetenv("TALLY_RUN_MEMORY_HIGH") ||
 	    unsetenv("TALLY_RUN_METRICS") ||
 	    unsetenv("TALLY_RUN_INTERVAL_MS") ||
-	    unsetenv("TALLY_RUN_LEDGER_FD") ||
+	    unsetenv("TALLY_RUN_LEDGER") ||
 	    setenv("LD_PRELOAD", ld, 1) || setenv("MALLOC_CONF", mc, 1) ||
 	    !setenv_long("TALLY_RUN_FD", fd) ||
 	    !setenv_long("TALLY_RUN_PID", (long)getpid()) ||
@@ -562,7 +562,7 @@ static void exec_child(const char *prog, char **argv, const char *preload,
 	    (a->metrics &&
 	     (setenv("TALLY_RUN_METRICS", a->metrics, 1) ||
 	      !setenv_long("TALLY_RUN_INTERVAL_MS", a->interval_ms) ||
-	      !setenv_long("TALLY_RUN_LEDGER_FD", a->ledger_fd))))
+	      setenv("TALLY_RUN_LEDGER", a->ledger, 1))))
 		goto fail;
 	execve(prog, argv, environ);
 	err = errno;
@@ -687,9 +687,10 @@ int tally_cmd_run(int argc, char **argv)
 		"run", run_usage, "", longopts, run_option, true
 	};
 	struct run_args a = { TALLY_MEMCG_UNLIMITED, TALLY_MEMCG_UNLIMITED,
-			      10000, NULL, -1 };
+			      10000, NULL, NULL };
 	struct run_ledger *ledger = NULL;
 	char preload[PATH_MAX], prog[PATH_MAX], metrics[PATH_MAX];
+	char ledger_path[64];
 	int i, exec_fd, hs_fd, status, err;
 	pid_t pid;
 
@@ -755,7 +756,8 @@ int tally_cmd_run(int argc, char **argv)
 		}
 	}
 	if (a.metrics) {
-		ledger = run_ledger_create(&a.ledger_fd);
+		ledger = run_ledger_create(ledger_path, sizeof(ledger_path));
+		a.ledger = ledger_path;
 		if (!ledger) {
 			fprintf(stderr, "tally: run: cannot create the ledger "
 				"of the processes' figures: %s\n",

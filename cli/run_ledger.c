@@ -4,8 +4,10 @@
  * one shared mapping, and the textfile written from them.
  *
  * `tally run` creates a memory file (memfd) of RUN_LEDGER_SLOTS slots,
- * inherited across fork() and execve() by every process of the program's
- * tree: each process's preload claims a slot (its pid; an image that
+ * named by its path in tally run's /proc/PID/fd, which every process of
+ * the program's tree opens and maps (a descriptor inherited across fork()
+ * and execve() would be closed by programs that close what they did not
+ * open, as Python's subprocess does): each process's preload claims a slot (its pid; an image that
  * replaces another by exec() keeps its pid's slot) and stores its own
  * figures there, its group being its own (one limit per process).  The
  * program tally run started writes the textfile from every slot, and
@@ -93,35 +95,40 @@ static const struct {
 
 #define NR_FAMILIES (sizeof(families) / sizeof(families[0]))
 
-struct run_ledger *run_ledger_create(int *fd)
+struct run_ledger *run_ledger_create(char *path, size_t len)
 {
 	struct run_ledger *l;
-	int f = memfd_create("tally-run", 0);
+	int fd = memfd_create("tally-run", MFD_CLOEXEC);
 
-	if (f < 0)
+	if (fd < 0)
 		return NULL;
-	if (ftruncate(f, sizeof(*l))) {
-		close(f);
+	if (ftruncate(fd, sizeof(*l)) ||
+	    snprintf(path, len, "/proc/%d/fd/%d", (int)getpid(), fd) >=
+	    (int)len) {
+		close(fd);
 		return NULL;
 	}
-	l = mmap(NULL, sizeof(*l), PROT_READ | PROT_WRITE, MAP_SHARED, f, 0);
+	l = mmap(NULL, sizeof(*l), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (l == MAP_FAILED) {
-		close(f);
+		close(fd);
 		return NULL;
 	}
 	l->magic = LEDGER_MAGIC;
-	*fd = f;
-	return l;
+	return l;	/* the descriptor stays open: @path names it */
 }
 
-struct run_ledger *run_ledger_map(int fd)
+struct run_ledger *run_ledger_open(const char *path)
 {
-	struct run_ledger *l;
+	struct run_ledger *l = MAP_FAILED;
 	struct stat st;
+	int fd = open(path, O_RDWR | O_CLOEXEC);
 
-	if (fstat(fd, &st) || st.st_size != (off_t)sizeof(*l))
+	if (fd < 0)
 		return NULL;
-	l = mmap(NULL, sizeof(*l), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (!fstat(fd, &st) && st.st_size == (off_t)sizeof(*l))
+		l = mmap(NULL, sizeof(*l), PROT_READ | PROT_WRITE, MAP_SHARED,
+			 fd, 0);
+	close(fd);
 	if (l == MAP_FAILED)
 		return NULL;
 	if (__atomic_load_n(&l->magic, __ATOMIC_RELAXED) != LEDGER_MAGIC) {

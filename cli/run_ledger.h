@@ -11,6 +11,7 @@
 
 #include <limits.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <sys/types.h>
 
 /* A process's figures, as the textfile names them (run_ledger.c). */
@@ -63,12 +64,15 @@ struct run_ledger {
 	struct run_slot slot[RUN_LEDGER_SLOTS];
 };
 
-/* tally run: a ledger in a memory file inherited by the program; its fd
- * (not close-on-exec) in *@fd.  NULL and errno on failure. */
-struct run_ledger *run_ledger_create(int *fd);
+/*
+ * tally run: a ledger in a memory file, its path (in this process's
+ * /proc/PID/fd, while it lives) into @path (@len bytes).  NULL and errno
+ * on failure.
+ */
+struct run_ledger *run_ledger_create(char *path, size_t len);
 
-/* The preload: the ledger of descriptor @fd, NULL if it is not one. */
-struct run_ledger *run_ledger_map(int fd);
+/* The preload: the ledger at @path, NULL if there is none there. */
+struct run_ledger *run_ledger_open(const char *path);
 
 /*
  * The slot of process @pid: the one it has (an image that replaced

@@ -9,8 +9,9 @@
  *
  *   TALLY_RUN_MEMORY_MAX, TALLY_RUN_MEMORY_HIGH   bytes (decimal), or unset
  *   TALLY_RUN_METRICS, TALLY_RUN_INTERVAL_MS       the textfile, its period
- *   TALLY_RUN_LEDGER_FD  the ledger (cli/run_ledger.h): a memory file of
- *                      every process's figures, shared by the tree
+ *   TALLY_RUN_LEDGER   the ledger (cli/run_ledger.h): the path of a
+ *                      memory file of every process's figures, shared by
+ *                      the tree
  *   TALLY_RUN_PID      the process that writes the textfile: the one
  *                      `tally run` started (its later images too, after
  *                      execve()), not its descendants
@@ -362,20 +363,20 @@ static void process_name(char name[RUN_LEDGER_NAME])
 }
 
 /*
- * Take this process's slot in the ledger of TALLY_RUN_LEDGER_FD, if
- * tally run gave one: an image that replaced another by exec() carries
- * its events on.
+ * Take this process's slot in the ledger TALLY_RUN_LEDGER names, if tally
+ * run gave one: an image that replaced another by exec() carries its
+ * events on.
  */
 static int setup_ledger(void)
 {
-	long fd = env_long("TALLY_RUN_LEDGER_FD", -1);
+	const char *path = getenv("TALLY_RUN_LEDGER");
 	char name[RUN_LEDGER_NAME] = "";
 
-	if (fd < 0)
+	if (!path || !*path)
 		return 0;
-	/* A program may close descriptors it did not open, and reuse the
-	 * number: its processes then record nothing, and run on. */
-	run.ledger = run_ledger_map((int)fd);
+	/* Once tally run has ended there is none: nothing is recorded, and
+	 * the program runs on. */
+	run.ledger = run_ledger_open(path);
 	if (!run.ledger)
 		return 0;
 	process_name(name);

@@ -511,6 +511,22 @@ for mode in spawn fork; do
 		fail "$name" "$why"
 	fi
 done
+# Python's subprocess closes every descriptor it does not pass on: the
+# child still finds the ledger (named by a path, not inherited).
+name=python_subprocess_child_has_its_events_in_the_metrics_file
+if run "$name" 0 "$tally" run --memory-max 32M --metrics "$tmp/py.prom" -- \
+	python3 -c 'import subprocess, sys
+sys.exit(subprocess.run([sys.argv[1], "alloc", "64"]).returncode)' \
+	"$abs_probe"; then
+	oom=$(sed -n 's/^tally_run_memory_events_oom_total{pid="[0-9]*",program="run_probe"} //p' \
+		"$tmp/py.prom")
+	if [ -n "$oom" ] && [ "$oom" -gt 0 ]; then
+		pass "$name"
+	else
+		{ cat "$tmp/out"; cat "$tmp/py.prom"; } > "$why" 2>&1
+		fail "$name" "$why"
+	fi
+fi
 # A program that aborts when malloc() fails (as tclsh does) records its
 # events and the signal from the handler the preload left on SIGABRT.
 name=program_that_aborts_at_its_max_leaves_its_events_and_its_signal

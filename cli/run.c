@@ -483,12 +483,9 @@ static int check_metrics_path(const char *path)
 static void write_final_metrics(struct run_ledger *l, pid_t pid, int status,
 				const char *path)
 {
-	struct run_slot *s = NULL;
+	struct run_slot *s = run_ledger_find(l, pid);
 	int ret;
 
-	for (long i = 0; i < l->claimed && i < RUN_LEDGER_SLOTS; i++)
-		if (l->slot[i].pid == pid)
-			s = &l->slot[i];
 	if (!s)
 		return;		/* the preload never ran: nothing to say */
 	if (WIFSIGNALED(status))

@@ -5,11 +5,13 @@
  *
  * `tally run` creates a memory file (memfd) of RUN_LEDGER_SLOTS slots,
  * named by its path in tally run's /proc/PID/fd, which every process of
- * the program's tree opens and maps (a descriptor inherited across fork()
- * and execve() would be closed by programs that close what they did not
- * open, as Python's subprocess does): each process's preload claims a slot (its pid; an image that
- * replaces another by exec() keeps its pid's slot) and stores its own
- * figures there, its group being its own (one limit per process).  The
+ * the program's tree opens and maps (a descriptor inherited across
+ * fork() and execve() would be closed by programs that close what they
+ * did not open, as Python's subprocess does): each process's preload
+ * claims a slot (its pid; an image that replaces another by exec() keeps
+ * its pid's slot) and stores its own figures there, its group being its
+ * own (one limit per process).  A slot's pid is stored last, with
+ * release: a reader that sees it sees the slot's first figures.  The
  * program tally run started writes the textfile from every slot, and
  * tally run writes it once more when the program has ended, with how it
  * ended: the file's last version holds what every process recorded.
@@ -23,7 +25,7 @@
  * there (async-signal-safe): a figure it could not is left out of the
  * file, not written as 0.
  *
- * Costs: the mapping is about 160 KiB, touched a slot at a time; a write
+ * Costs: the mapping is 160 KiB, touched a slot at a time; a write
  * renders the slots of the program and of the processes with an event or
  * a signal (the others are counted only) through a stack buffer.
  */
@@ -158,19 +160,28 @@ static void slot_name(struct run_slot *s, const char *name)
 		s->name[i] = 0;
 }
 
+struct run_slot *run_ledger_find(struct run_ledger *l, pid_t pid)
+{
+	long n = __atomic_load_n(&l->claimed, __ATOMIC_ACQUIRE);
+
+	for (long i = 0; i < n && i < RUN_LEDGER_SLOTS; i++)
+		if (__atomic_load_n(&l->slot[i].pid, __ATOMIC_ACQUIRE) == pid)
+			return &l->slot[i];
+	return NULL;
+}
+
 struct run_slot *run_ledger_claim(struct run_ledger *l, pid_t pid,
 				  const char *name)
 {
-	long n = __atomic_load_n(&l->claimed, __ATOMIC_ACQUIRE);
-	struct run_slot *s;
+	struct run_slot *s = run_ledger_find(l, pid);
+	long n;
 
-	for (long i = 0; i < n && i < RUN_LEDGER_SLOTS; i++)
-		if (__atomic_load_n(&l->slot[i].pid, __ATOMIC_ACQUIRE) == pid) {
-			/* The new image's name (a writer may read a mix of
-			 * the two once: one sample's label). */
-			slot_name(&l->slot[i], name);
-			return &l->slot[i];
-		}
+	if (s) {
+		/* The new image's name (a writer may read a mix of the two
+		 * once: one sample's label). */
+		slot_name(s, name);
+		return s;
+	}
 	n = __atomic_fetch_add(&l->claimed, 1, __ATOMIC_ACQ_REL);
 	if (n >= RUN_LEDGER_SLOTS)
 		return NULL;

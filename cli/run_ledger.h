@@ -74,6 +74,9 @@ struct run_ledger *run_ledger_create(char *path, size_t len);
 /* The preload: the ledger at @path, NULL if there is none there. */
 struct run_ledger *run_ledger_open(const char *path);
 
+/* The slot of process @pid, NULL if it has none.  Async-signal-safe. */
+struct run_slot *run_ledger_find(struct run_ledger *l, pid_t pid);
+
 /*
  * The slot of process @pid: the one it has (an image that replaced
  * another by exec()), else a new one named @name, its figures

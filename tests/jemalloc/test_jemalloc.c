@@ -440,6 +440,28 @@ TEST(fork_while_threads_allocate_at_the_limit_does_not_deadlock)
 }
 
 /*
+ * The integration is installed once per process: a test of its install
+ * runs in a fresh copy of this binary (one thread at its start), and
+ * the parent checks that copy's status.
+ */
+#define IN_A_FRESH_PROCESS()						\
+	do {								\
+		if (!harness_is_child()) {				\
+			const char *const env_[] = { NULL };		\
+									\
+			CHECK_EQ_LONG(RERUN_THIS_TEST(env_), 0);	\
+			return;						\
+		}							\
+	} while (0)
+
+/* A group of a tree of its own, for the fresh process's auto_group. */
+static struct tally_memcg *fresh_group(void)
+{
+	return util_memcg_group(tally_memcg_root(util_memcg_tree(NULL, 0)),
+				"all");
+}
+
+/*
  * A process whose threads have no group of their own: with auto_group,
  * jemalloc's automatic arenas (the huge arena of 8 MiB allocations too)
  * charge it.  Run in a fresh copy of this binary: the integration is
@@ -447,14 +469,8 @@ TEST(fork_while_threads_allocate_at_the_limit_does_not_deadlock)
  */
 TEST(auto_group_charges_the_allocations_of_threads_without_a_group)
 {
-	if (!harness_is_child()) {
-		const char *const env[] = { NULL };
-
-		CHECK_EQ_LONG(RERUN_THIS_TEST(env), 0);
-		return;
-	}
-	struct tally_memcg_tree *t = util_memcg_tree(NULL, 0);
-	struct tally_memcg *g = util_memcg_group(tally_memcg_root(t), "all");
+	IN_A_FRESH_PROCESS();
+	struct tally_memcg *g = fresh_group();
 	struct tally_jemalloc_options opts = { .auto_group = g };
 	struct tally_jemalloc_stats st;
 
@@ -495,14 +511,8 @@ TEST(auto_group_charges_the_allocations_of_threads_without_a_group)
  */
 TEST(an_auto_group_whose_max_is_below_what_is_adopted_is_refused)
 {
-	if (!harness_is_child()) {
-		const char *const env[] = { NULL };
-
-		CHECK_EQ_LONG(RERUN_THIS_TEST(env), 0);
-		return;
-	}
-	struct tally_memcg_tree *t = util_memcg_tree(NULL, 0);
-	struct tally_memcg *g = util_memcg_group(tally_memcg_root(t), "all");
+	IN_A_FRESH_PROCESS();
+	struct tally_memcg *g = fresh_group();
 	struct tally_jemalloc_options opts = { .auto_group = g };
 	struct tally_jemalloc_stats st;
 
@@ -535,14 +545,8 @@ static void *park(void *arg)
  */
 TEST(init_while_another_thread_exists_is_refused_with_ebusy)
 {
-	if (!harness_is_child()) {
-		const char *const env[] = { NULL };
-
-		CHECK_EQ_LONG(RERUN_THIS_TEST(env), 0);
-		return;
-	}
-	struct tally_memcg_tree *t = util_memcg_tree(NULL, 0);
-	struct tally_memcg *g = util_memcg_group(tally_memcg_root(t), "all");
+	IN_A_FRESH_PROCESS();
+	struct tally_memcg *g = fresh_group();
 	struct tally_jemalloc_options opts = { .auto_group = g };
 	pthread_barrier_t b;
 	pthread_t th;

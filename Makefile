@@ -28,10 +28,14 @@ WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
 ifneq ($(CI),)
 WARN += -Werror
 endif
+# LIBDIR relative to BINDIR: where `tally run` finds its preload from its
+# own binary, wherever the prefix is (cli/run.c).
+BINDIR_TO_LIBDIR := $(shell realpath -m --relative-to="$(BINDIR)" "$(LIBDIR)")
 OPT ?= -O2 -g
 SAN ?=
 CFLAGS_ALL = -std=gnu11 -fPIC -pthread -mcx16 $(OPT) $(SAN) $(WARN) -Iinclude -Isrc \
-	-DTALLY_LIBDIR='"$(LIBDIR)"' $(JE_CFLAGS) $(CFLAGS)
+	-DTALLY_LIBDIR='"$(LIBDIR)"' \
+	-DTALLY_BINDIR_TO_LIBDIR='"$(BINDIR_TO_LIBDIR)"' $(JE_CFLAGS) $(CFLAGS)
 LDFLAGS_ALL := -pthread $(SAN) $(LDFLAGS)
 LIBS := -lm
 
@@ -93,9 +97,10 @@ JE_SO_FILE := libtally_jemalloc.so.$(VERSION)
 JE_SONAME := libtally_jemalloc.so.0
 JE_OBJ := $(BUILD)/obj/src/jemalloc/tally_jemalloc.o \
 	$(BUILD)/obj/src/jemalloc/tally_jemalloc_hooks.o
-RUN_OBJ := $(BUILD)/obj/src/jemalloc/run_alloc.o $(BUILD)/obj/src/jemalloc/run_preload.o
-JE_LIBS := $(if $(JEMALLOC_DIR),-L$(JEMALLOC_DIR)/lib \
-	-Wl,-rpath,$(JEMALLOC_DIR)/lib) -ljemalloc
+RUN_OBJ := $(BUILD)/obj/src/jemalloc/run_alloc.o $(BUILD)/obj/cli/run_ledger.o \
+	$(BUILD)/obj/cli/run_preload.o
+JE_DIR_LIBS := -L$(JEMALLOC_DIR)/lib -Wl,-rpath,$(JEMALLOC_DIR)/lib
+JE_LIBS := $(if $(JEMALLOC_DIR),$(JE_DIR_LIBS)) -ljemalloc
 JE_TEST_SRC := $(wildcard tests/jemalloc/*.c)
 JE_TEST_BIN := $(JE_TEST_SRC:tests/jemalloc/%.c=$(BUILD)/tests/%)
 # Plain programs (no tally inside) that scripts/check-run.sh runs under
@@ -125,7 +130,8 @@ endif
 CXX_WARN := -Wall -Wextra -pedantic -Werror
 CXX_TEST_BIN := $(if $(HAVE_CXX),$(BUILD)/tests/cxx/test_cxx)
 BENCH_SRC := $(wildcard bench/*.c)
-CLI_SRC := $(wildcard cli/*.c)
+# cli/run_preload.c is `tally run`'s preload library, not the tool's.
+CLI_SRC := $(filter-out cli/run_preload.c,$(wildcard cli/*.c))
 # The tool's helpers that cli/ and bench/ share (option parsing, the
 # machine's description); cli/ reaches bench/ only through bench/bench.h.
 TOOL_SRC := $(wildcard tool/*.c)
@@ -285,7 +291,7 @@ $(BUILD)/libtally_jemalloc.so: $(BUILD)/$(JE_SONAME)
 # fork handler must be registered after libtally's (their constructors
 # run first, in link order).
 $(BUILD)/libtally_run.so: $(RUN_OBJ) $(JE_OBJ) $(BUILD)/libtally.a
-	$(CC) -shared -Wl,--version-script,src/jemalloc/run_preload.map \
+	$(CC) -shared -Wl,--version-script,cli/run_preload.map \
 		-Wl,--exclude-libs,ALL -o $@ $(JE_OBJ) $(BUILD)/libtally.a \
 		$(RUN_OBJ) $(JE_LIBS) $(LDFLAGS_ALL) $(LIBS)
 

@@ -9,7 +9,7 @@
  * or the preload would never run.  It is executed directly (execve() of
  * that path, never through a shell: a file neither ELF nor #! is an
  * error) in a child whose environment preloads jemalloc and
- * libtally_run.so (src/jemalloc/run_preload.c), which installs the
+ * libtally_run.so (cli/run_preload.c), which installs the
  * accounting before the program's main() and tells this process through
  * a pipe that it did.
  *
@@ -43,6 +43,7 @@
 
 #include "../tool/args.h"
 #include "cli.h"
+#include "run_ledger.h"
 
 /* Exit statuses of tally run besides the program's (as env(1) has them). */
 #define RUN_EXIT_FAILED 125	/* tally itself failed */
@@ -78,12 +79,11 @@ static void run_usage(FILE *f)
 "                      what jemalloc holds as the program starts (its first\n"
 "                      pages, 2 MiB), or tally run exits 125 naming it\n"
 "  --memory-high SIZE  the group's high (events, no failure)\n"
-"  --metrics FILE      write the group's memory files (usage, peak, limits,\n"
-"                      events, memory.stat) and the process's jemalloc and\n"
-"                      RSS figures as a Prometheus textfile, replaced\n"
-"                      atomically as the program starts, every interval\n"
-"                      and at exit (not after _exit() or a signal: the\n"
-"                      last write stays)\n"
+"  --metrics FILE      write each process's memory files (usage, peak,\n"
+"                      limits, events) and jemalloc and RSS figures as a\n"
+"                      Prometheus textfile, replaced atomically as the\n"
+"                      program starts, every interval, at its exit, and by\n"
+"                      tally run once it has ended, whatever ended it\n"
 "  --interval S        seconds between two writes (default 10; 0.001 to\n"
 "                      86400, decimals allowed)\n"
 "\n"
@@ -100,23 +100,36 @@ static void run_usage(FILE *f)
 "mmap() calls (V8's heap in node, for one), thread stacks, its code and\n"
 "static data, the kernel's buffers; allocators of its own that take big\n"
 "blocks from malloc count as those blocks.  The metrics file shows how\n"
-"much: tally_run_local_uncharged_bytes is the process's RSS minus the\n"
+"much: tally_run_uncharged_bytes is the process's RSS minus the\n"
 "bytes charged (0 when the charge is larger).\n"
 "\n"
-"Each process is accounted on its own: programs it starts inherit the\n"
-"preload and are accounted with the same limits in their own process; a\n"
-"forked child starts with its copy of the parent's usage.  Only the process\n"
-"tally run started writes the metrics file.  Statically linked programs\n"
-"cannot be run (the preload needs the dynamic loader), nor 32-bit ones, nor\n"
-"set-user-ID or set-group-ID ones (the loader ignores the preload for them);\n"
-"a #! script is judged by the program its chain of interpreters ends in.  A\n"
-"program whose preload has not reported %d s after its start (it was not\n"
-"loaded, or the program dropped it) is killed.\n"
+"Each process is accounted on its own, one limit per process: programs it\n"
+"starts inherit the preload and are accounted with the same limits in\n"
+"their own process; a forked child starts with its copy of the parent's\n"
+"usage.  The metrics file has a series per process (labels pid and\n"
+"program) for the program and for every process of its tree that had a\n"
+"memory event or was killed by a signal, recorded as each one ends (also\n"
+"by _exit(), SIGABRT, SIGSEGV, SIGBUS, SIGILL or SIGFPE); a family that is\n"
+"0 for all of them is left out.\n"
+"\n"
+"Statically linked programs cannot be run (the preload needs the dynamic\n"
+"loader), nor 32-bit ones, nor set-user-ID or set-group-ID ones (the loader\n"
+"ignores the preload for them); a #! script is judged by the program its\n"
+"chain of interpreters ends in.  A program whose preload has not reported\n"
+"%d s after its start (it was not loaded, or the program dropped it) is\n"
+"killed.\n"
+"\n"
+"The preload library, libtally_run.so, is found from the tally binary:\n"
+"beside it (a build tree), or where `make install` put it, LIBDIR/tally\n"
+"relative to BINDIR (../lib/tally, ../lib64/tally), whatever PREFIX and\n"
+"wherever the prefix was moved; the environment's TALLY_RUN_PRELOAD, a\n"
+"path, names another one.\n"
 "\n"
 "Exit status: the program's, or 128+N when signal N killed it; %d bad\n"
-"command line (unparseable size or interval, no program); %d tally failed\n"
-"(the preload library or jemalloc missing, the accounting could not be\n"
-"installed or did not report); %d the program cannot be run (not\n"
+"command line (unparseable size or interval, no program, a metrics file\n"
+"that cannot be written: its directory missing or not writable); %d tally\n"
+"failed (the preload library or jemalloc missing, the accounting could not\n"
+"be installed or did not report); %d the program cannot be run (not\n"
 "executable, neither ELF nor #!, statically linked, 32-bit,\n"
 "set-user-ID); %d the program was not found.\n",
 		HANDSHAKE_MS / 1000,
@@ -169,6 +182,7 @@ struct run_args {
 	long max, high;
 	long interval_ms;
 	const char *metrics;
+	const char *ledger;	/* the ledger's path, or NULL */
 };
 
 static int run_option(int opt, char *arg, void *ctx)
@@ -378,9 +392,27 @@ static int check_program(const char *prog)
 }
 
 /*
- * The preload library into @buf: $TALLY_RUN_PRELOAD, else beside the
- * tool (the build tree), else installed.  0, or an errno: then @buf holds
- * $TALLY_RUN_PRELOAD when it was set, "" otherwise.
+ * Where the preload library is looked for, relative to the directory of
+ * the tally binary: beside it (the build tree), then where `make
+ * install` puts it from the BINDIR it puts tally in (LIBDIR/tally, found
+ * whatever PREFIX the install was given and wherever the prefix was
+ * moved: TALLY_BINDIR_TO_LIBDIR is LIBDIR relative to BINDIR, as this
+ * binary was built), then the usual LIBDIRs of a prefix.
+ */
+#ifndef TALLY_BINDIR_TO_LIBDIR
+#define TALLY_BINDIR_TO_LIBDIR "../lib"
+#endif
+static const char *const preload_dirs[] = {
+	".", TALLY_BINDIR_TO_LIBDIR "/tally", "../lib/tally",
+	"../lib64/tally",
+};
+#define PRELOAD_DIRS (sizeof(preload_dirs) / sizeof(preload_dirs[0]))
+
+/*
+ * The preload library into @buf: $TALLY_RUN_PRELOAD, else the first of
+ * preload_dirs[] that has it, else TALLY_LIBDIR's (the LIBDIR this binary
+ * was built for).  0, or an errno: then @buf holds $TALLY_RUN_PRELOAD
+ * when it was set, "" otherwise.
  */
 static int find_preload(char *buf, size_t len)
 {
@@ -400,9 +432,11 @@ static int find_preload(char *buf, size_t len)
 
 		if (slash) {
 			*slash = 0;
-			if (snprintf(buf, len, "%s/%s", exe, PRELOAD_SO) <
-			    (int)len && !access(buf, R_OK))
-				return 0;
+			for (size_t i = 0; i < PRELOAD_DIRS; i++)
+				if (snprintf(buf, len, "%s/%s/%s", exe,
+					     preload_dirs[i], PRELOAD_SO) <
+				    (int)len && !access(buf, R_OK))
+					return 0;
 		}
 	}
 	if (snprintf(buf, len, "%s/tally/%s", TALLY_LIBDIR, PRELOAD_SO) <
@@ -410,6 +444,56 @@ static int find_preload(char *buf, size_t len)
 		return 0;
 	buf[0] = 0;
 	return ENOENT;
+}
+
+/*
+ * Whether the preload can write the textfile @path (absolute): its
+ * directory must be one this process can create a file in (the file is
+ * written beside it and renamed over it), and @path not a directory.
+ * 0, or the errno that says why not.  Checked before the program starts:
+ * a file that cannot be written is a bad command line, not an error
+ * repeated at every write while the program runs.
+ */
+static int check_metrics_path(const char *path)
+{
+	char dir[PATH_MAX];
+	const char *slash = strrchr(path, '/');
+	struct stat st;
+
+	if (slash == path)
+		snprintf(dir, sizeof(dir), "/");
+	else
+		snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path), path);
+	if (stat(dir, &st))
+		return errno;
+	if (!S_ISDIR(st.st_mode))
+		return ENOTDIR;
+	if (access(dir, W_OK | X_OK))
+		return errno;
+	if (!stat(path, &st) && S_ISDIR(st.st_mode))
+		return EISDIR;
+	return 0;
+}
+
+/*
+ * The textfile once more, when the program has ended: how it ended (the
+ * signal that killed it, which a SIGKILL leaves no handler to record),
+ * and what the processes that ended after its last write recorded.
+ */
+static void write_final_metrics(struct run_ledger *l, pid_t pid, int status,
+				const char *path)
+{
+	struct run_slot *s = run_ledger_find(l, pid);
+	int ret;
+
+	if (!s)
+		return;		/* the preload never ran: nothing to say */
+	if (WIFSIGNALED(status))
+		run_slot_set(s, RF_SIGNAL, WTERMSIG(status));
+	ret = run_ledger_write(l, pid, path);
+	if (ret)
+		fprintf(stderr, "tally: run: cannot write %s: %s\n", path,
+			strerror(-ret));
 }
 
 static volatile sig_atomic_t child_pid;
@@ -435,8 +519,7 @@ static bool setenv_long(const char *name, long v)
  * errno goes to @exec_fd (close-on-exec: it closes on success).
  */
 static void exec_child(const char *prog, char **argv, const char *preload,
-		       long max, long high, const char *metrics,
-		       long interval_ms, int fd, int exec_fd)
+		       const struct run_args *a, int fd, int exec_fd)
 {
 	const char *old = getenv("LD_PRELOAD");
 	const char *conf = getenv("MALLOC_CONF");
@@ -465,15 +548,18 @@ static void exec_child(const char *prog, char **argv, const char *preload,
 	    unsetenv("TALLY_RUN_MEMORY_HIGH") ||
 	    unsetenv("TALLY_RUN_METRICS") ||
 	    unsetenv("TALLY_RUN_INTERVAL_MS") ||
+	    unsetenv("TALLY_RUN_LEDGER") ||
 	    setenv("LD_PRELOAD", ld, 1) || setenv("MALLOC_CONF", mc, 1) ||
 	    !setenv_long("TALLY_RUN_FD", fd) ||
 	    !setenv_long("TALLY_RUN_PID", (long)getpid()) ||
-	    (max != TALLY_MEMCG_UNLIMITED &&
-	     !setenv_long("TALLY_RUN_MEMORY_MAX", max)) ||
-	    (high != TALLY_MEMCG_UNLIMITED &&
-	     !setenv_long("TALLY_RUN_MEMORY_HIGH", high)) ||
-	    (metrics && (setenv("TALLY_RUN_METRICS", metrics, 1) ||
-			 !setenv_long("TALLY_RUN_INTERVAL_MS", interval_ms))))
+	    (a->max != TALLY_MEMCG_UNLIMITED &&
+	     !setenv_long("TALLY_RUN_MEMORY_MAX", a->max)) ||
+	    (a->high != TALLY_MEMCG_UNLIMITED &&
+	     !setenv_long("TALLY_RUN_MEMORY_HIGH", a->high)) ||
+	    (a->metrics &&
+	     (setenv("TALLY_RUN_METRICS", a->metrics, 1) ||
+	      !setenv_long("TALLY_RUN_INTERVAL_MS", a->interval_ms) ||
+	      setenv("TALLY_RUN_LEDGER", a->ledger, 1))))
 		goto fail;
 	execve(prog, argv, environ);
 	err = errno;
@@ -516,8 +602,7 @@ static pid_t start(const char *prog, char **argv, const char *preload,
 	if (pid == 0) {
 		close(xp[0]);
 		close(hp[0]);
-		exec_child(prog, argv, preload, a->max, a->high, a->metrics,
-			   a->interval_ms, hp[1], xp[1]);
+		exec_child(prog, argv, preload, a, hp[1], xp[1]);
 	}
 	close(xp[1]);
 	close(hp[1]);
@@ -599,8 +684,10 @@ int tally_cmd_run(int argc, char **argv)
 		"run", run_usage, "", longopts, run_option, true
 	};
 	struct run_args a = { TALLY_MEMCG_UNLIMITED, TALLY_MEMCG_UNLIMITED,
-			      10000, NULL };
+			      10000, NULL, NULL };
+	struct run_ledger *ledger = NULL;
 	char preload[PATH_MAX], prog[PATH_MAX], metrics[PATH_MAX];
+	char ledger_path[64];
 	int i, exec_fd, hs_fd, status, err;
 	pid_t pid;
 
@@ -626,11 +713,13 @@ int tally_cmd_run(int argc, char **argv)
 			fprintf(stderr, "tally: run: TALLY_RUN_PRELOAD=%s: %s\n",
 				preload, strerror(err));
 		else
-			fprintf(stderr, "tally: run: cannot find %s, beside "
-				"tally or in %s/tally: build it with `make "
-				"JEMALLOC=yes` (it needs Debian's "
-				"libjemalloc-dev), or name it in "
-				"TALLY_RUN_PRELOAD\n", PRELOAD_SO,
+			fprintf(stderr, "tally: run: cannot find %s beside "
+				"tally, in %s/tally or %s/tally from its "
+				"directory, nor in %s/tally: build it with "
+				"`make JEMALLOC=yes` (it needs Debian's "
+				"libjemalloc-dev) and install it with tally, "
+				"or name it in TALLY_RUN_PRELOAD\n", PRELOAD_SO,
+				TALLY_BINDIR_TO_LIBDIR, "../lib64",
 				TALLY_LIBDIR);
 		return RUN_EXIT_FAILED;
 	}
@@ -654,6 +743,24 @@ int tally_cmd_run(int argc, char **argv)
 			return RUN_EXIT_FAILED;
 		}
 		a.metrics = metrics;
+	}
+	if (a.metrics) {
+		err = check_metrics_path(a.metrics);
+		if (err) {
+			fprintf(stderr, "tally: run: --metrics: cannot "
+				"write %s: %s\n", a.metrics, strerror(err));
+			return CLI_EXIT_USAGE;
+		}
+	}
+	if (a.metrics) {
+		ledger = run_ledger_create(ledger_path, sizeof(ledger_path));
+		a.ledger = ledger_path;
+		if (!ledger) {
+			fprintf(stderr, "tally: run: cannot create the ledger "
+				"of the processes' figures: %s\n",
+				strerror(errno));
+			return RUN_EXIT_FAILED;
+		}
 	}
 	fflush(NULL);
 	pid = start(prog, argv + i, preload, &a, &exec_fd, &hs_fd);
@@ -695,6 +802,8 @@ int tally_cmd_run(int argc, char **argv)
 	if (err)
 		return err == ENOENT ? RUN_EXIT_MISSING :
 		       err > 0 ? RUN_EXIT_CANNOT : RUN_EXIT_FAILED;
+	if (ledger)
+		write_final_metrics(ledger, pid, status, a.metrics);
 	if (WIFSIGNALED(status))
 		return 128 + WTERMSIG(status);
 	return WEXITSTATUS(status);

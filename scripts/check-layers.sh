@@ -10,7 +10,7 @@
 #   4 memcg     memory groups
 #   5 export    Prometheus/OpenMetrics rendering
 #   6 http      the HTTP endpoint (libtally_http)
-#   6 jemalloc  the jemalloc integration and `tally run`'s preload library
+#   6 jemalloc  the jemalloc integration
 #
 # A file may include a private header of its own folder, or of a folder
 # of a lower layer ("runtime/inject.h"), and a public header
@@ -24,7 +24,9 @@
 # parsing, the machine's description, the benchmarks' JSON schema) uses
 # nothing of the other two; bench/ may use tool/; cli/ may use tool/ and
 # bench/bench.h alone (the `tally bench` entry points), never the
-# benchmarks' internals.
+# benchmarks' internals.  `tally run`'s preload library (libtally_run.so)
+# is the tool's too: cli/run_preload.c, with cli/run_ledger.c, which it
+# shares with `tally run`.
 #
 # usage: check-layers.sh [ROOT]  (default: the repository).  With no ROOT
 # it also proves it can fail: it copies the tree, adds a wrong-way

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Check `tally run` (cli/run.c, src/jemalloc/run_preload.c) on real
+# Check `tally run` (cli/run.c, cli/run_preload.c) on real
 # programs nobody here wrote, and on its bad input:
 #   - python3 building a list under a max below what it needs raises
 #     MemoryError, which the script catches and prints (no crash); without
@@ -20,7 +20,15 @@
 #     aligned_alloc, memalign, valloc, pvalloc, calloc and reallocarray
 #     refused over the max; threads freeing each other's blocks;
 #   - the metrics file: a relative path named from tally run's directory,
-#     written as the program starts (there after _exit() or a signal);
+#     written as the program starts (there after _exit() or a signal),
+#     and at the max; a series per process (pid, program), a child's
+#     (exec'd, or forked and ending by _exit()) with its events, a
+#     program that aborts with its events and signal, a SIGKILL's signal;
+#     no hierarchical/local pairs, no all-zero family; every HELP line the
+#     definition in docs/cli.md; a file that cannot be written refused
+#     before the program runs;
+#   - installed by make install under another PREFIX, LIBDIR apart, and
+#     after the prefix moved, tally run finds its preload;
 #     TALLY_RUN_* variables already in the environment set no limit and
 #     no file; a set-user-ID program, and a preload path LD_PRELOAD cannot
 #     carry, refused before the program runs;
@@ -76,14 +84,16 @@ expect() {
 	fi
 }
 
-# metric FILE NAME: the value of the sample NAME (with its labels).
+# metric FILE FAMILY: the value of the first sample of FAMILY (whatever
+# its labels): the program tally run started, the first process written.
 metric() {
-	awk -v n="$2" '$1 == n { print $2 }' "$1"
+	awk -v n="$2" '$1 == n || index($1, n "{") == 1 { print $2; exit }' \
+		"$1"
 }
 
-# sample FILE NAME: a tally_run_local_NAME_bytes gauge of FILE.
+# sample FILE NAME: the tally_run_NAME_bytes gauge of the program in FILE.
 sample() {
-	metric "$1" "tally_run_local_$2_bytes{group=\"/\"}"
+	metric "$1" "tally_run_$2_bytes"
 }
 
 # figures FILE: $charged, $rss, $uncharged and $current (memory.current)
@@ -92,7 +102,9 @@ figures() {
 	charged=$(sample "$1" charged)
 	rss=$(sample "$1" process_rss)
 	uncharged=$(sample "$1" uncharged)
-	current=$(metric "$1" 'tally_memory_current_bytes{group="/run"}')
+	# A family that is 0 for every process is left out of the file.
+	[ -n "$charged" ] && [ -n "$rss" ] && uncharged=${uncharged:-0}
+	current=$(metric "$1" tally_run_memory_current_bytes)
 	echo "charged $charged, memory.current $current, RSS $rss," \
 		"uncharged $uncharged" > "$why"
 }
@@ -141,7 +153,7 @@ fi
 # The list stays alive while the metrics thread writes the file twice;
 # the script then reads the file itself: the same process's numbers.
 cat > "$tmp/bound.py" <<'PY'
-import sys, time
+import os, sys, time
 path = sys.argv[1]
 x = [str(i) * 4 for i in range(400000)]
 def sample():
@@ -151,6 +163,9 @@ def sample():
             for line in f:
                 if not line.startswith("#"):
                     k, v = line.rsplit(" ", 1)
+                    if 'pid="%d"' % os.getpid() not in k:
+                        continue
+                    k = k.split("{")[0]
                     num = float(v)  # limits may be +Inf
                     vals[k] = num if num == float("inf") else int(num)
     except OSError:
@@ -160,13 +175,13 @@ start = time.time()
 seen = 0
 while time.time() - start < 20:
     v = sample()
-    if v.get('tally_run_local_charged_bytes{group="/"}', 0) > 20 << 20:
+    if v.get("tally_run_charged_bytes", 0) > 20 << 20:
         seen += 1
         if seen == 2:
             break
     time.sleep(0.05)
 for k, n in sorted(v.items()):
-    if k.startswith("tally_run_local_") or k.startswith("tally_memory_current"):
+    if k.startswith("tally_run_"):
         print(k, n)
 print("objects", len(x))
 PY
@@ -181,10 +196,10 @@ for mode in malloc pymalloc; do
 		pass "python3_${mode}_metrics_are_written_while_it_runs"
 	fi
 done
-# value MODE NAME: a gauge of the tally_run_local_ family printed by
-# bound.py in MODE.
+# value MODE NAME: the tally_run_NAME_bytes gauge printed by bound.py in
+# MODE.
 value() {
-	awk -v n="tally_run_local_$2_bytes{group=\"/\"}" \
+	awk -v n="tally_run_$2_bytes" \
 		'$1 == n { print $2 }' "$tmp/$1.out"
 }
 if [ -f "$tmp/malloc.out" ]; then
@@ -192,8 +207,7 @@ if [ -f "$tmp/malloc.out" ]; then
 	active=$(value malloc jemalloc_active)
 	dirty=$(value malloc jemalloc_dirty)
 	adopted=$(value malloc adopted)
-	current=$(awk '$1 == "tally_memory_current_bytes{group=\"/run\"}" {
-		print $2 }' "$tmp/malloc.out")
+	current=$(value malloc memory_current)
 	# The values are read one after the other while the program runs
 	# (it sleeps, but the interpreter may allocate): a slack of 256 KiB.
 	slack=262144
@@ -399,10 +413,10 @@ if run threads_freeing_each_others_blocks_are_accounted 0 \
 	"$tally" run --memory-max 64M --metrics "$tmp/t.prom" -- \
 	"$probe" threads; then
 	# At exit every block is freed: what is charged is jemalloc's.
-	c=$(metric "$tmp/t.prom" 'tally_run_local_charged_bytes{group="/"}')
-	a=$(metric "$tmp/t.prom" 'tally_run_local_jemalloc_active_bytes{group="/"}')
-	d=$(metric "$tmp/t.prom" 'tally_run_local_jemalloc_dirty_bytes{group="/"}')
-	o=$(metric "$tmp/t.prom" 'tally_run_local_adopted_bytes{group="/"}')
+	c=$(sample "$tmp/t.prom" charged)
+	a=$(sample "$tmp/t.prom" jemalloc_active)
+	d=$(sample "$tmp/t.prom" jemalloc_dirty)
+	o=$(sample "$tmp/t.prom" adopted)
 	if [ -n "$c" ] && [ $((a + d)) -le "$c" ] &&
 	   [ "$c" -le $((a + d + o)) ]; then
 		pass threads_freeing_each_others_blocks_are_accounted
@@ -445,7 +459,8 @@ if run relative_metrics_path_is_tally_run_s_directory_s 0 \
 	fi
 fi
 # No atexit() handler runs after _exit() or a signal: the file written
-# when the program started is there.
+# when the program started is there, and tally run's last write says
+# which signal killed it (SIGKILL leaves the program no handler).
 for how in _exit signal; do
 	name=metrics_file_is_written_by_a_program_that_ends_by_$how
 	if [ $how = _exit ]; then
@@ -454,14 +469,148 @@ for how in _exit signal; do
 	else
 		run "$name" 137 "$tally" run --metrics "$tmp/$how.prom" -- \
 			sh -c 'kill -9 $$'
-	fi && if grep -q '^tally_memory_current_bytes{group="/run"} ' \
-		"$tmp/$how.prom" 2>/dev/null; then
+	fi || continue
+	sig=$(metric "$tmp/$how.prom" tally_run_signal)
+	want=
+	[ $how = signal ] && want=9
+	if [ -n "$(metric "$tmp/$how.prom" tally_run_memory_current_bytes)" ] &&
+	   [ "$sig" = "$want" ]; then
 		pass "$name"
 	else
-		echo "no memory.current of /run in $tmp/$how.prom" > "$why"
+		{ echo "no memory.current, or signal '$sig':"
+		  cat "$tmp/$how.prom"; } > "$why" 2>&1
 		fail "$name" "$why"
 	fi
 done
+
+# samples FILE FAMILY: "PID VALUE" per sample of FAMILY, in file order.
+samples() {
+	sed -n "s/^$2{pid=\"\([0-9]*\)\",program=\"[^\"]*\"} /\1 /p" "$1"
+}
+# Each process has a group and limits of its own, and every process of
+# the tree records its events in the file: a child that execs a program,
+# a forked child that ends by _exit(); the program, first, without one.
+for mode in spawn fork; do
+	name=${mode}ed_child_over_its_max_has_its_events_in_the_metrics_file
+	run "$name" 0 "$tally" run --memory-max 32M --metrics "$tmp/$mode.prom" \
+		-- "$probe" "$mode" 64 || continue
+	samples "$tmp/$mode.prom" tally_run_memory_events_oom_total \
+		> "$tmp/oom"
+	main=$(sed -n 1p "$tmp/oom")
+	child=$(sed -n 2p "$tmp/oom")
+	# The forked child does what its parent does after it.
+	main_oom=0
+	[ $mode = fork ] && main_oom=${child#* }
+	if [ "$(metric "$tmp/$mode.prom" tally_run_processes)" = 2 ] &&
+	   [ "$(wc -l < "$tmp/oom")" -eq 2 ] && [ -n "$child" ] &&
+	   [ "${child#* }" -gt 0 ] && [ "${child% *}" != "${main% *}" ] &&
+	   [ "${main#* }" -eq "$main_oom" ]; then
+		pass "$name"
+	else
+		{ cat "$tmp/out"; cat "$tmp/$mode.prom"; } > "$why"
+		fail "$name" "$why"
+	fi
+done
+# Python's subprocess closes every descriptor it does not pass on: the
+# child still finds the ledger (named by a path, not inherited).
+name=python_subprocess_child_has_its_events_in_the_metrics_file
+if run "$name" 0 "$tally" run --memory-max 32M --metrics "$tmp/py.prom" -- \
+	python3 -c 'import subprocess, sys
+sys.exit(subprocess.run([sys.argv[1], "alloc", "64"]).returncode)' \
+	"$abs_probe"; then
+	oom=$(sed -n 's/^tally_run_memory_events_oom_total{pid="[0-9]*",program="run_probe"} //p' \
+		"$tmp/py.prom")
+	if [ -n "$oom" ] && [ "$oom" -gt 0 ]; then
+		pass "$name"
+	else
+		{ cat "$tmp/out"; cat "$tmp/py.prom"; } > "$why" 2>&1
+		fail "$name" "$why"
+	fi
+fi
+# A program that aborts when malloc() fails (as tclsh does) records its
+# events and the signal from the handler the preload left on SIGABRT.
+name=program_that_aborts_at_its_max_leaves_its_events_and_its_signal
+if run "$name" 134 "$tally" run --memory-max 32M --metrics "$tmp/abort.prom" \
+	-- "$probe" abort 64; then
+	oom=$(metric "$tmp/abort.prom" tally_run_memory_events_oom_total)
+	if [ "$(metric "$tmp/abort.prom" tally_run_signal)" = 6 ] &&
+	   [ -n "$oom" ] && [ "$oom" -gt 0 ]; then
+		pass "$name"
+	else
+		cat "$tmp/abort.prom" > "$why" 2>&1
+		fail "$name" "$why"
+	fi
+fi
+# At its max, where every malloc() fails (at exit too), the file is
+# written, the RSS read.
+name=metrics_are_written_when_the_program_stands_at_its_max
+if run "$name" 0 "$tally" run --memory-max 16M --metrics "$tmp/fill.prom" \
+	-- "$probe" fill; then
+	figures "$tmp/fill.prom"
+	if [ -n "$rss" ] && [ "$rss" -gt 0 ] && uncharged_is_the_rest &&
+	   [ "$current" -eq $((16 << 20)) ]; then
+		pass_with_figures "$name"
+	else
+		cat "$tmp/fill.prom" >> "$why" 2>&1
+		fail "$name" "$why"
+	fi
+fi
+# One label set per process (its pid and name), no hierarchy to split
+# into hierarchical and local families, no family that is 0 everywhere.
+name=metrics_file_has_one_label_set_per_process_and_no_all_zero_family
+if [ -f "$tmp/spawn.prom" ]; then
+	if awk '
+	/^#/ { next }
+	$1 == "tally_run_processes" { next }
+	$1 !~ /^tally_run_[a-z_]+\{pid="[0-9]+",program="[^"]*"\}$/ ||
+	    $1 ~ /_(hier|local)_/ { print "bad sample: " $0; bad = 1 }
+	{ f = $1; sub(/\{.*/, "", f); if ($2 != "0") nonzero[f] = 1; seen[f] = 1 }
+	END {
+		for (f in seen)
+			if (!(f in nonzero)) { print "all zero: " f; bad = 1 }
+		exit bad
+	}' "$tmp/spawn.prom" > "$why"; then
+		pass "$name"
+	else
+		cat "$tmp/spawn.prom" >> "$why"
+		fail "$name" "$why"
+	fi
+fi
+# Every HELP line of the file is the definition docs/cli.md's table gives
+# its family.
+name=every_help_line_of_the_metrics_file_is_the_docs_definition
+if [ -f "$tmp/spawn.prom" ] && [ -f "$tmp/abort.prom" ]; then
+	if awk '
+	FNR == NR {
+		if ($0 ~ /^\| `tally_run_[a-z_]+` \| /) {
+			name = $2
+			gsub(/`/, "", name)
+			def = $0
+			sub(/^\| `[a-z_]+` \| /, "", def)
+			sub(/ \|$/, "", def)
+			docs[name] = def
+		}
+		next
+	}
+	/^# HELP / {
+		n++
+		help = $0
+		sub(/^# HELP [a-z_]+ /, "", help)
+		if (!($3 in docs)) {
+			print $3 ": no row of the table names it"
+			bad = 1
+		} else if (docs[$3] != help) {
+			print $3 ": HELP \"" help "\", docs \"" docs[$3] "\""
+			bad = 1
+		}
+	}
+	END { if (n < 10) { print "only " n " HELP lines"; bad = 1 }; exit bad }
+	' docs/cli.md "$tmp/spawn.prom" "$tmp/abort.prom" > "$why"; then
+		pass "$name"
+	else
+		fail "$name" "$why"
+	fi
+fi
 
 # --- the environment of tally run -----------------------------------------
 # The variables tally run passes to its preload are the command line's
@@ -521,6 +670,29 @@ refused preload_path_with_a_space_is_refused_before_the_program_runs 125 \
 	'^tally: run: cannot preload .*a dir/libtally_run.so' \
 	env TALLY_RUN_PRELOAD="$tmp/a dir/libtally_run.so" \
 	"$tally" run --memory-max 8M -- "$probe" alloc 64
+# A library the program preloads that starts a thread before the
+# accounting is installed: that thread's allocations would escape it
+# (tally_jemalloc_init() refuses), so the program does not run.
+cat > "$tmp/thread.c" <<'C'
+#include <pthread.h>
+#include <unistd.h>
+static void *sleeper(void *arg) { for (;;) pause(); return arg; }
+__attribute__((constructor)) static void start(void)
+{
+	pthread_t t;
+
+	pthread_create(&t, 0, sleeper, 0);
+}
+C
+if ${CC:-cc} -shared -fPIC -pthread -o "$tmp/thread.so" "$tmp/thread.c"
+then
+	refused thread_started_before_the_accounting_is_refused 125 \
+		'^tally: run: the process has another thread before the accounting is installed' \
+		env LD_PRELOAD="$tmp/thread.so" "$tally" run -- "$probe" alloc 1
+else
+	echo "cannot build $tmp/thread.so" > "$why"
+	fail thread_started_before_the_accounting_is_refused "$why"
+fi
 
 # --- nothing runs unaccounted, nothing through a shell -------------------
 # A #! script runs its interpreter: the checks follow the chain as the
@@ -621,6 +793,37 @@ else
 	{ echo "exit status $rc:"; cat "$tmp/out"; } > "$why"
 	fail "$name" "$why"
 fi
+# Installed, tally run finds its preload from its own binary: under any
+# PREFIX the build was not made for, with LIBDIR apart from it, and after
+# the prefix is moved.
+# install_and_run NAME DIR VARS...: make install into DIR with the
+# variables VARS, then DIR/bin/tally runs the probe accounted.
+install_and_run() {
+	name=$1
+	dir=$2
+	shift 2
+	if ! env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s \
+		--no-print-directory install BUILD="$build" JEMALLOC=yes \
+		PREFIX="$dir" "$@" > "$tmp/out" 2>&1; then
+		{ echo "make install failed:"; cat "$tmp/out"; } > "$why"
+		fail "$name" "$why"
+		return 1
+	fi
+	run "$name" 0 env -u TALLY_RUN_PRELOAD "$dir/bin/tally" run \
+		--memory-max 8M -- "$probe" alloc 64 &&
+	expect "$name" '^alloc: malloc refused after [0-9] MiB'
+}
+install_and_run installed_tally_run_finds_its_preload_under_any_prefix \
+	"$tmp/prefix"
+mv "$tmp/prefix" "$tmp/moved"
+run installed_tally_run_finds_its_preload_after_the_prefix_moved 0 \
+	env -u TALLY_RUN_PRELOAD "$tmp/moved/bin/tally" run --memory-max 8M \
+	-- "$probe" alloc 64 &&
+	expect installed_tally_run_finds_its_preload_after_the_prefix_moved \
+		'^alloc: malloc refused after [0-9] MiB'
+install_and_run installed_tally_run_finds_its_preload_in_lib64 \
+	"$tmp/p64" LIBDIR="$tmp/p64/lib64"
+rm -rf "$tmp/moved" "$tmp/p64"
 # make says what it leaves out, and which package brings it.
 make -n --no-print-directory BUILD="$tmp/mk" HAVE_JEMALLOC= HAVE_MHD= \
 	deps > "$tmp/out" 2>&1
@@ -649,6 +852,23 @@ for bad in 0 -1 abc 100000; do
 		--metrics "$tmp/x.prom" --interval "$bad" -- true &&
 	expect "bad_interval_'$bad'_is_a_usage_error" \
 		"^tally: run: --interval:"
+done
+# A metrics file that cannot be written is a bad command line, said in
+# one line before the program runs.
+mkdir -p "$tmp/isdir.prom"
+: > "$tmp/plain"
+for bad in missing/x.prom isdir.prom plain/x.prom; do
+	name="metrics_file_that_cannot_be_written_is_refused_before_the_program_runs ($bad)"
+	run "$name" 2 "$tally" run --metrics "$tmp/$bad" -- "$probe" alloc 1 ||
+		continue
+	if [ "$(wc -l < "$tmp/out")" -eq 1 ] &&
+	   grep -q "^tally: run: --metrics: cannot write $tmp/$bad: " "$tmp/out"
+	then
+		pass "$name"
+	else
+		{ echo "not one line naming the file:"; cat "$tmp/out"; } > "$why"
+		fail "$name" "$why"
+	fi
 done
 # jemalloc holds its first pages before the program runs: a max below
 # them could never be kept, and is refused before the program starts,

@@ -22,6 +22,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
+#include <regex.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1503,4 +1504,138 @@ TEST(buffer_as_writes_either_format_whatever_the_options)
 	tally_exporter_destroy(pe);
 	tally_exporter_destroy(oe);
 	tally_stats_tree_destroy(t);
+}
+
+/*
+ * @text as an extended regular expression matching it whole into @re
+ * (@len bytes): the placeholders of docs/export.md's table of families
+ * (PREFIX, STAT, EVENT, _UNIT) stand for any name, the rest for itself.
+ */
+static void doc_regex(const char *text, size_t n, bool name, char *re,
+		      size_t len)
+{
+	static const struct {
+		const char *word, *re;
+	} holders[] = {
+		{ "PREFIX", "[a-zA-Z_][a-zA-Z0-9_]*" },
+		{ "STAT", "[a-z0-9_]+" },
+		{ "EVENT", "[a-z_]+" },
+		{ "_UNIT", "(_[a-z0-9_]+)?" },
+	};
+	size_t o = 0;
+
+	re[o++] = '^';
+	for (size_t i = 0; i < n && o + 32 < len;) {
+		size_t k;
+
+		for (k = 0; k < ARRAY_SIZE(holders); k++)
+			if (!strncmp(text + i, holders[k].word,
+				     strlen(holders[k].word)))
+				break;
+		if (k < ARRAY_SIZE(holders)) {
+			o += (size_t)snprintf(re + o, len - o, "%s",
+					      holders[k].re);
+			i += strlen(holders[k].word);
+			continue;
+		}
+		if (text[i] == '\\' && text[i + 1] == '|')
+			i++;	/* a table cell's escaped '|' */
+		if (strchr(".[]()*+?{}|^$\\", text[i]))
+			re[o++] = '\\';
+		re[o++] = text[i++];
+	}
+	/* A counter's HELP line names it with _total. */
+	snprintf(re + o, len - o, "%s$", name ? "(_total)?" : "");
+}
+
+/* Whether @pattern (regex_t-ready, see doc_regex()) matches @s whole. */
+static bool doc_match(const char *pattern, const char *s)
+{
+	regex_t re;
+	bool ok;
+
+	if (regcomp(&re, pattern, REG_EXTENDED | REG_NOSUB))
+		return false;
+	ok = !regexec(&re, s, 0, NULL, 0);
+	regfree(&re);
+	return ok;
+}
+
+/*
+ * The definition of family @name in the table of @doc (rows
+ * "| `NAME` | DEFINITION |", the first whose name matches) as a regex
+ * into @re; false when no row names it.
+ */
+static bool doc_definition(const char *doc, const char *name, char *re,
+			   size_t len)
+{
+	for (const char *row = strstr(doc, "\n| `"); row;
+	     row = strstr(row + 1, "\n| `")) {
+		const char *pat = row + 4, *end = strchr(pat, '`');
+		const char *def, *def_end;
+
+		if (!end || strncmp(end, "` | ", 4))
+			continue;
+		doc_regex(pat, (size_t)(end - pat), true, re, len);
+		if (!doc_match(re, name))
+			continue;
+		def = end + 4;
+		def_end = strstr(def, " |\n");
+		if (!def_end)
+			return false;
+		doc_regex(def, (size_t)(def_end - def), false, re, len);
+		return true;
+	}
+	return false;
+}
+
+/*
+ * Every HELP line of an export, of a memory tree, its memory.stat and a
+ * statistics tree with units and events, is the definition docs/export.md
+ * gives its family.
+ */
+TEST(every_help_line_is_the_definition_in_the_docs)
+{
+	struct tally_export_stats_options so = { .prefix = "tally_memory_stat" };
+	struct tally_export_stats_options ao = { .prefix = "app",
+						 .units = units };
+	struct tally_memcg_tree *mt = NULL;
+	struct tally_stats_tree *t = new_tree();
+	struct tally_exporter *e = NULL;
+	char *doc = slurp(util_doc("export.md"));
+	static char out[65536];
+	char re[2048];
+	int lines = 0;
+
+	REQUIRE(doc && t);
+	REQUIRE(tally_memcg_tree_create(&mt, NULL) == 0);
+	REQUIRE(tally_exporter_create(&e, NULL) == 0);
+	REQUIRE(tally_exporter_add_memcg(e, mt, NULL) == 0);
+	REQUIRE(tally_exporter_add_stats(e, tally_memcg_stats_tree(mt),
+					 &so) == 0);
+	REQUIRE(tally_exporter_add_stats(e, t, &ao) == 0);
+	REQUIRE(tally_export_buffer(e, out, sizeof(out)) > 0);
+	for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n")) {
+		char *name = line + strlen("# HELP "), *help;
+
+		if (strncmp(line, "# HELP ", 7))
+			continue;
+		help = strchr(name, ' ');
+		REQUIRE(help);
+		*help++ = 0;
+		lines++;
+		if (!CHECK(doc_definition(doc, name, re, sizeof(re))))
+			harness_log("%s: no row of docs/export.md's table "
+				    "names it", name);
+		else if (!CHECK(doc_match(re, help)))
+			harness_log("%s: HELP \"%s\" is not the docs' "
+				    "definition /%s/", name, help, re);
+	}
+	/* 6 memory files, 10 events, 2 x 14 memory.stat and 2 x 4 stats,
+	 * 2 accuracy bounds. */
+	CHECK_EQ_LONG(lines, 6 + 10 + 28 + 8 + 2);
+	tally_exporter_destroy(e);
+	tally_memcg_tree_destroy(mt);
+	tally_stats_tree_destroy(t);
+	free(doc);
 }

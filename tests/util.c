@@ -135,6 +135,13 @@ const char *util_fixture(const char *name)
 	return find_upward("tests/fixtures", name, path, sizeof(path));
 }
 
+const char *util_doc(const char *name)
+{
+	static char path[PATH_MAX + 64];
+
+	return find_upward("docs", name, path, sizeof(path));
+}
+
 const char *util_tool(const char *name)
 {
 	static char path[PATH_MAX + 64];

@@ -57,6 +57,9 @@ long util_slot(const struct tally_counter *c, unsigned int cpu);
  */
 const char *util_fixture(const char *name);
 
+/* Path of docs/@name, searched upward from the test binary likewise. */
+const char *util_doc(const char *name);
+
 /*
  * Path of build/tools/@name (a test tool that scripts/ensure-deps.sh test
  * unpacks, such as "prometheus/usr/bin/promtool"), searched upward from

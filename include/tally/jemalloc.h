@@ -146,13 +146,15 @@ struct tally_jemalloc_options {
  * arena (allocations of opt.oversize_threshold bytes and more, 8 MiB by
  * default), which jemalloc creates on its first use, is created then by
  * one such allocation, so that it has the hooks too.  Call it before the
- * process has other threads, from a thread that has not been moved to a
- * group's arena.
+ * process has other threads (it counts them in /proc/self/stat and
+ * refuses otherwise; without /proc it cannot tell), from a thread that
+ * has not been moved to a group's arena.
  *
  * Context: MT-safe; not async-signal-safe: calls mallctl(), allocates.
  *
  * Return: 0, -EINVAL (an option out of range), -EBUSY (already
- * installed), -ENOTSUP (the jemalloc this library was linked with does
+ * installed, or the process has another thread: nothing is installed),
+ * -ENOTSUP (the jemalloc this library was linked with does
  * not answer its controls, or is not 5.x), -E2BIG (the pages the
  * automatic arenas already hold, adopted by @auto_group with one
  * %TALLY_MEMCG_NOFAIL charge, are more than its max or an ancestor's:

@@ -255,10 +255,11 @@ static const struct memcg_family {
 	const char *help;
 } memcg_families[] = {
 	[MEMCG_COL_CURRENT] = { "memory_current",
-		"memory.current: the usage of the group and its descendants "
-		"(stocks subtracted)." },
+		"memory.current: the usage of the group and its descendants, "
+		"stock reservations included (as the kernel's)." },
 	[MEMCG_COL_PEAK] = { "memory_peak",
-		"memory.peak: the highest usage, stocks included." },
+		"memory.peak: the highest memory.current, stock reservations "
+		"included." },
 	[MEMCG_COL_MIN] = { "memory_min",
 		"memory.min: hard protection (+Inf: all of the usage)." },
 	[MEMCG_COL_LOW] = { "memory_low",

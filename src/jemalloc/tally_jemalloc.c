@@ -23,7 +23,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <jemalloc/jemalloc.h>
@@ -235,6 +237,60 @@ static int install_auto(struct tally_memcg *g)
 	return 0;
 }
 
+/*
+ * The threads of the process, from /proc/self/stat (its 20th field,
+ * num_threads), read with open() and read() into the stack: the check
+ * runs before the hooks exist and must not allocate.  0 when it cannot be
+ * read (no /proc): the caller then cannot be checked.
+ */
+static long process_threads(void)
+{
+	char buf[512], *p;
+	int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+	ssize_t n;
+	long v = 0;
+
+	if (fd < 0)
+		return 0;
+	do
+		n = read(fd, buf, sizeof(buf) - 1);
+	while (n < 0 && errno == EINTR);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	/* The name (field 2) may hold spaces and ')': it ends at the last. */
+	p = strrchr(buf, ')');
+	/* Fields 3 to 19 come before num_threads. */
+	for (int field = 2; p && field < 20; field++)
+		p = strchr(p + 1, ' ');
+	if (!p)
+		return 0;
+	for (p++; *p >= '0' && *p <= '9'; p++)
+		v = v * 10 + (*p - '0');
+	return v;
+}
+
+/*
+ * Whether the process has another thread: it may hold pages and a thread
+ * cache of an automatic arena, or be inside jemalloc, while the hooks are
+ * installed, and what it frees or allocates then is not what the
+ * adoption saw.  The kernel counts a thread until a moment after
+ * pthread_join() returned: a count above 1 is read again for up to
+ * 20 ms before it is believed.
+ */
+static bool other_threads(void)
+{
+	struct timespec ms = { 0, 1000000 };
+
+	for (int i = 0; i < 20; i++) {
+		if (process_threads() <= 1)
+			return false;
+		nanosleep(&ms, NULL);
+	}
+	return true;
+}
+
 static void room_at_exit(void *unused)
 {
 	(void)unused;
@@ -260,6 +316,10 @@ int tally_jemalloc_init(const struct tally_jemalloc_options *opts)
 	}
 	pthread_mutex_lock(&tj.lock);
 	if (tj.installed) {
+		ret = -EBUSY;
+		goto out;
+	}
+	if (other_threads()) {
 		ret = -EBUSY;
 		goto out;
 	}

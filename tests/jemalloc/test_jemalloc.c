@@ -621,6 +621,28 @@ TEST(a_kill_callback_may_fork_for_a_refused_malloc)
 }
 
 /*
+ * The integration is installed once per process: a test of its install
+ * runs in a fresh copy of this binary (one thread at its start), and
+ * the parent checks that copy's status.
+ */
+#define IN_A_FRESH_PROCESS()						\
+	do {								\
+		if (!harness_is_child()) {				\
+			const char *const env_[] = { NULL };		\
+									\
+			CHECK_EQ_LONG(RERUN_THIS_TEST(env_), 0);	\
+			return;						\
+		}							\
+	} while (0)
+
+/* A group of a tree of its own, for the fresh process's auto_group. */
+static struct tally_memcg *fresh_group(void)
+{
+	return util_memcg_group(tally_memcg_root(util_memcg_tree(NULL, 0)),
+				"all");
+}
+
+/*
  * A process whose threads have no group of their own: with auto_group,
  * jemalloc's automatic arenas (the huge arena of 8 MiB allocations too)
  * charge it.  Run in a fresh copy of this binary: the integration is
@@ -628,14 +650,8 @@ TEST(a_kill_callback_may_fork_for_a_refused_malloc)
  */
 TEST(auto_group_charges_the_allocations_of_threads_without_a_group)
 {
-	if (!harness_is_child()) {
-		const char *const env[] = { NULL };
-
-		CHECK_EQ_LONG(RERUN_THIS_TEST(env), 0);
-		return;
-	}
-	struct tally_memcg_tree *t = util_memcg_tree(NULL, 0);
-	struct tally_memcg *g = util_memcg_group(tally_memcg_root(t), "all");
+	IN_A_FRESH_PROCESS();
+	struct tally_memcg *g = fresh_group();
 	struct tally_jemalloc_options opts = { .auto_group = g };
 	struct tally_jemalloc_stats st;
 
@@ -676,14 +692,8 @@ TEST(auto_group_charges_the_allocations_of_threads_without_a_group)
  */
 TEST(an_auto_group_whose_max_is_below_what_is_adopted_is_refused)
 {
-	if (!harness_is_child()) {
-		const char *const env[] = { NULL };
-
-		CHECK_EQ_LONG(RERUN_THIS_TEST(env), 0);
-		return;
-	}
-	struct tally_memcg_tree *t = util_memcg_tree(NULL, 0);
-	struct tally_memcg *g = util_memcg_group(tally_memcg_root(t), "all");
+	IN_A_FRESH_PROCESS();
+	struct tally_memcg *g = fresh_group();
 	struct tally_jemalloc_options opts = { .auto_group = g };
 	struct tally_jemalloc_stats st;
 
@@ -697,5 +707,40 @@ TEST(an_auto_group_whose_max_is_below_what_is_adopted_is_refused)
 	REQUIRE(tally_jemalloc_stats(NULL, &st) == 0);
 	CHECK(st.adopted > 4096);
 	CHECK_EQ_LONG(usage(g), st.adopted);
+	harness_child_exit();
+}
+
+static void *park(void *arg)
+{
+	pthread_barrier_wait(arg);	/* parked: the thread exists */
+	pthread_barrier_wait(arg);	/* released */
+	return NULL;
+}
+
+/*
+ * Installed after another thread exists, the integration would adopt
+ * pages that thread's cache may still free unseen: it is refused
+ * (-EBUSY) with nothing installed, and once the thread is joined it is
+ * installed.  Run in a fresh copy of this binary (one thread at its
+ * start).
+ */
+TEST(init_while_another_thread_exists_is_refused_with_ebusy)
+{
+	IN_A_FRESH_PROCESS();
+	struct tally_memcg *g = fresh_group();
+	struct tally_jemalloc_options opts = { .auto_group = g };
+	pthread_barrier_t b;
+	pthread_t th;
+
+	REQUIRE(g);
+	pthread_barrier_init(&b, NULL, 2);
+	REQUIRE(pthread_create(&th, NULL, park, &b) == 0);
+	pthread_barrier_wait(&b);
+	CHECK_EQ_LONG(tally_jemalloc_init(&opts), -EBUSY);
+	CHECK_EQ_LONG(usage(g), 0);
+	pthread_barrier_wait(&b);
+	pthread_join(th, NULL);
+	CHECK_EQ_LONG(tally_jemalloc_init(&opts), 0);
+	CHECK(usage(g) > 0);
 	harness_child_exit();
 }

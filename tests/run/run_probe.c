@@ -10,6 +10,13 @@
  *                           returned NULL (with errno)
  *   run_probe fork MIB      the same in a forked child, then in the parent
  *   run_probe exec MIB      exec this program's "alloc MIB"
+ *   run_probe spawn MIB     fork a child that execs this program's
+ *                           "alloc MIB", wait for it, exit with its status
+ *   run_probe abort MIB     allocate as alloc does, then abort() (as a
+ *                           program that treats a failed malloc() as fatal)
+ *   run_probe fill          fill the max: 1 MiB blocks, then ever smaller
+ *                           ones down to 8 bytes, until malloc() refuses
+ *                           each; exit(0) holding them all
  *   run_probe realloc MIB   grow one block by 1 MiB steps with realloc()
  *                           up to MIB MiB; check the block kept its bytes
  *                           when realloc() refused
@@ -86,6 +93,22 @@ static void unpreload(int argc, char **argv, char **envp)
 __attribute__((section(".preinit_array"), used))
 static void (*const run_probe_preinit)(int, char **, char **) = unpreload;
 #endif
+
+/*
+ * Every size class down to 8 bytes refused: the process stands at its
+ * max, where whatever it (or a library at exit) allocates fails.
+ */
+static int fill(void)
+{
+	long blocks = 0;
+
+	for (size_t size = MIB; size >= 8; size /= 2)
+		while (malloc(size))
+			blocks++;
+	printf("fill: %ld blocks, then every size refused\n", blocks);
+	fflush(stdout);
+	return 0;
+}
 
 /* Allocate up to @limit MiB, one MiB every @pause_ms milliseconds. */
 static int alloc(const char *who, long limit, long pause_ms)
@@ -374,6 +397,28 @@ int main(int argc, char **argv)
 		      (char *)NULL);
 		perror("exec");
 		return 1;
+	}
+	if (!strcmp(argv[1], "abort")) {
+		alloc("abort", mib, 0);
+		abort();
+	}
+	if (!strcmp(argv[1], "fill"))
+		return fill();
+	if (!strcmp(argv[1], "spawn") && argc > 2) {
+		int status;
+		pid_t pid;
+
+		fflush(stdout);
+		pid = fork();
+		if (pid == 0) {
+			execl("/proc/self/exe", argv[0], "alloc", argv[2],
+			      (char *)NULL);
+			_exit(127);
+		}
+		if (pid < 0 || waitpid(pid, &status, 0) != pid ||
+		    !WIFEXITED(status))
+			return 1;
+		return WEXITSTATUS(status);
 	}
 	if (!strcmp(argv[1], "fork")) {
 		int status;

@@ -37,6 +37,9 @@
 #                             run` at its limit under a debug jemalloc
 #                             (its lock-order checker), built once into
 #                             ~/.cache/tally by scripts/build-jemalloc.sh.
+#   scripts/check-jemalloc-prefixed.sh  the integration built and tested
+#                             against a jemalloc whose symbols carry the
+#                             prefix je_ (built once into ~/.cache/tally).
 #   scripts/check-fuzz.sh     the fuzzers of tests/fuzz (clang-14):
 #                             each replays its corpus, then fuzzes 5 s.
 #   scripts/check-docs.sh     docs/API.md is what scripts/gen-api-docs.sh
@@ -156,6 +159,7 @@ run_set cli scripts/check-cli.sh
 run_set top scripts/check-top.sh
 run_set run scripts/check-run.sh
 run_set jemalloc-debug scripts/check-jemalloc-debug.sh
+run_set jemalloc-prefixed scripts/check-jemalloc-prefixed.sh
 run_set fuzz scripts/check-fuzz.sh
 run_set docs scripts/check-docs.sh
 run_set cxx scripts/check-cxx.sh

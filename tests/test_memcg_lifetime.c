@@ -1073,10 +1073,15 @@ static void uncharges_in_transit(unsigned int nr_cpus)
 		pthread_join(u[k].th, NULL);
 	REQUIRE(tally_memcg_tree_info(t, &info) == 0);
 	harness_log("%ld of %ld charges of %ld KiB refused, %ld small ones of "
-		    "%ld cycles, %ld stalls (rseq stocks: %d)", refused, i,
-		    big / KB, x.refused, x.cycles, stalls, info.rseq);
-	CHECK_EQ_LONG(refused, 0);
-	CHECK_EQ_LONG(x.refused, 0);
+		    "%ld cycles, %ld stalls, %lu settles whose wait ran out "
+		    "(rseq stocks: %d)", refused, i, big / KB, x.refused,
+		    x.cycles, stalls, info.drain_waits, info.rseq);
+	/*
+	 * A refusal is allowed only where memcg.h allows it: its settle's
+	 * 1 s wait for a transfer in flight ran out (a stalled thread kept
+	 * off its CPU that long by a loaded machine), counted in drain_waits.
+	 */
+	CHECK_LE_LONG(refused + x.refused, (long)info.drain_waits);
 	CHECK_EQ_LONG(x.errors, 0);
 	CHECK_EQ_LONG(util_memcg_usage(x.g, TALLY_MEMCG_READ_DRAIN), 0);
 	CHECK_EQ_ULONG(info.underflows, 0);

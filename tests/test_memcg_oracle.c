@@ -1023,14 +1023,27 @@ static void run_concurrent(unsigned int nr_cpus, long batch, uint64_t stream,
 	for (int i = 0; i < CON_THREADS; i++)
 		pthread_join(run->w[i].th, NULL);
 	pthread_join(checker, NULL);
-	if (toggle) {
+	if (toggle)
 		pthread_join(toggler, NULL);
-		CHECK_EQ_LONG(run->false_busy, 0);
-	}
 	sigaction(SIGUSR1, &old_sa, NULL);
 	alarm(0);
 
-	CHECK_EQ_LONG(run->false_refusals, 0);
+	/*
+	 * A refusal (or a max refused with -EBUSY) that the claims do not
+	 * explain is allowed only where memcg.h allows it: its settle's 1 s
+	 * wait for a transfer in flight ran out (a thread kept off its CPU
+	 * that long by a loaded machine), counted in drain_waits.
+	 */
+	struct tally_memcg_info tree_info;
+
+	REQUIRE(tally_memcg_tree_info(run->t, &tree_info) == 0);
+	if (run->false_refusals || run->false_busy)
+		harness_log("%ld refusals and %ld -EBUSY the claims do not "
+			    "explain, %lu settles whose wait ran out",
+			    run->false_refusals, run->false_busy,
+			    tree_info.drain_waits);
+	CHECK_LE_LONG(run->false_refusals + run->false_busy,
+		      (long)tree_info.drain_waits);
 	CHECK_EQ_LONG(run->over_max, 0);
 	CHECK_EQ_LONG(run->bad_returns, 0);
 	CHECK_EQ_ULONG(run->handler_failed, 0);

@@ -505,6 +505,35 @@ TEST(refused_allocations_do_not_grow_the_address_space)
 	CHECK_LE_LONG(grown, 256l << 20);
 }
 
+/*
+ * A refusal is the thread's note for one allocation, not a verdict on
+ * the group: once the limit has room again (raised here; memory freed by
+ * another thread is the same), the thread's next allocation that needs
+ * new address space succeeds without tally_jemalloc_make_room().
+ */
+TEST(an_allocation_after_the_limit_was_raised_is_not_refused)
+{
+	struct tally_memcg *g = new_group(NULL, "raised");
+	void *p;
+
+	REQUIRE(tally_memcg_set_limit(g, TALLY_MEMCG_MAX, 1l << 20) == 0);
+	struct tally_memcg *save = tally_jemalloc_set_current(g);
+
+	errno = 0;
+	p = malloc(3l << 20);
+	CHECK(p == NULL);
+	free(p);
+	REQUIRE(tally_memcg_set_limit(g, TALLY_MEMCG_MAX, 256l << 20) == 0);
+	/* Larger than any range the arena retains: new address space. */
+	p = malloc(64l << 20);
+	CHECK(p != NULL);
+	free(p);
+	tally_jemalloc_set_current(save);
+	tally_jemalloc_flush();
+	tally_jemalloc_purge(g);
+	CHECK_EQ_LONG(usage(g), 0);
+}
+
 /* A cache of the group's blocks that its reclaim callback empties. */
 struct block_cache {
 	void *block[64];

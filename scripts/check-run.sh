@@ -396,6 +396,13 @@ if run realloc_across_the_max_returns_null_and_keeps_the_block 0 \
 	expect realloc_across_the_max_returns_null_and_keeps_the_block \
 		'^realloc refused at [0-9]+ MiB: Cannot allocate memory, block intact$'
 fi
+# glibc's own threads (a SIGEV_THREAD timer's helper) do not go through
+# pthread_create(): the first allocation of one made at the max.
+if run a_thread_glibc_starts_survives_its_first_malloc_at_the_max 0 \
+	"$tally" run --memory-max 16M -- "$probe" timer; then
+	expect a_thread_glibc_starts_survives_its_first_malloc_at_the_max \
+		'^timer: [0-9]+ notifications at the max$'
+fi
 # jemalloc has no pvalloc(): glibc's would take a block from glibc's heap
 # that jemalloc's free() cannot take back.
 if run aligned_and_zeroing_allocators_are_refused_over_the_max 0 \

@@ -38,6 +38,11 @@
  *                           until a fifth has forked 20 children that
  *                           allocate and exit; print the forks and the
  *                           refusals
+ *   run_probe timer         create a SIGEV_THREAD timer (glibc starts
+ *                           its helper thread, not the program), fill the
+ *                           max as fill does, then let the timer fire 5
+ *                           times (the helper thread's first malloc() is
+ *                           made at the max); print the notifications
  *
  * Built with -DRUN_PROBE_UNPRELOAD (run_probe_unpreload), it is a
  * program that escapes a preload: before any library's constructor runs
@@ -57,7 +62,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -106,6 +113,41 @@ static int fill(void)
 		while (malloc(size))
 			blocks++;
 	printf("fill: %ld blocks, then every size refused\n", blocks);
+	fflush(stdout);
+	return 0;
+}
+
+static atomic_int notified;
+
+static void notify(union sigval v)
+{
+	(void)v;
+	atomic_fetch_add(&notified, 1);
+}
+
+/*
+ * A thread the program never started itself (glibc's, for a timer's
+ * notifications) makes its first allocation at the max: like any, it may
+ * be refused, never crash the program.
+ */
+static int timer_at_the_limit(void)
+{
+	struct sigevent ev = { .sigev_notify = SIGEV_THREAD,
+			       .sigev_notify_function = notify };
+	struct itimerspec every = { { 0, 10000000 }, { 0, 10000000 } };
+	struct timespec tick = { 0, 10000000 };
+	timer_t t;
+
+	if (timer_create(CLOCK_MONOTONIC, &ev, &t))
+		return 1;
+	fill();
+	if (timer_settime(t, 0, &every, NULL))
+		return 1;
+	for (int i = 0; i < 500 && atomic_load(&notified) < 5; i++)
+		nanosleep(&tick, NULL);
+	timer_delete(t);
+	printf("timer: %d notifications at the max\n",
+	       atomic_load(&notified));
 	fflush(stdout);
 	return 0;
 }
@@ -404,6 +446,8 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(argv[1], "fill"))
 		return fill();
+	if (!strcmp(argv[1], "timer"))
+		return timer_at_the_limit();
 	if (!strcmp(argv[1], "spawn") && argc > 2) {
 		int status;
 		pid_t pid;

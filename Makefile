@@ -129,6 +129,8 @@ g++ to build it)
 endif
 CXX_WARN := -Wall -Wextra -pedantic -Werror
 CXX_TEST_BIN := $(if $(HAVE_CXX),$(BUILD)/tests/cxx/test_cxx)
+# operator new at a limit under `tally run` (tests/run/new_probe.cc).
+RUN_PROBES += $(if $(HAVE_CXX),$(if $(RUN_PROBES),$(BUILD)/tests/run/new_probe))
 BENCH_SRC := $(wildcard bench/*.c)
 # cli/run_preload.c is `tally run`'s preload library, not the tool's.
 CLI_SRC := $(filter-out cli/run_preload.c,$(wildcard cli/*.c))
@@ -312,6 +314,10 @@ $(BUILD)/tests/run/run_probe_static: tests/run/run_probe.c Makefile
 $(BUILD)/tests/run/run_probe_unpreload: tests/run/run_probe.c Makefile
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 $(OPT) $(WARN) -DRUN_PROBE_UNPRELOAD -o $@ $< -pthread
+
+$(BUILD)/tests/run/new_probe: tests/run/new_probe.cc Makefile
+	@mkdir -p $(dir $@)
+	$(CXX) -std=c++17 $(OPT) $(CXX_WARN) -o $@ $< -pthread
 
 $(BUILD)/tally: $(CLI_OBJ) $(BENCH_OBJ) $(TOOL_OBJ) $(LIB_INTERNAL)
 	$(CC) -o $@ $(CLI_OBJ) $(BENCH_OBJ) $(TOOL_OBJ) $(LIB_INTERNAL) \

@@ -403,6 +403,26 @@ if run a_thread_glibc_starts_survives_its_first_malloc_at_the_max 0 \
 	expect a_thread_glibc_starts_survives_its_first_malloc_at_the_max \
 		'^timer: [0-9]+ notifications at the max$'
 fi
+# operator new at the max: room is made (the dirty pages another thread
+# left purged) before the program's new handler, which ends it, is asked;
+# what does not fit is std::bad_alloc.
+new_probe=$build/tests/run/new_probe
+if [ -x "$new_probe" ]; then
+	if run new_makes_room_before_the_program_s_new_handler_runs 0 \
+		"$tally" run --memory-max 64M -- "$new_probe" handler 48; then
+		expect new_makes_room_before_the_program_s_new_handler_runs \
+			'^handler: 48 MiB allocated again without the handler$'
+	fi
+	if run new_over_the_max_throws_bad_alloc 0 \
+		"$tally" run --memory-max 64M -- "$new_probe" bad_alloc 100; then
+		expect new_over_the_max_throws_bad_alloc \
+			'^bad_alloc: 100 MiB refused with std::bad_alloc$'
+	fi
+else
+	echo "$new_probe was not built (no C++ compiler): make it with g++" \
+		> "$why"
+	fail new_probe_is_built "$why"
+fi
 # jemalloc has no pvalloc(): glibc's would take a block from glibc's heap
 # that jemalloc's free() cannot take back.
 if run aligned_and_zeroing_allocators_are_refused_over_the_max 0 \

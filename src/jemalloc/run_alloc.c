@@ -13,19 +13,21 @@
  * which only jemalloc has), and, when it fails and the hooks noted a
  * refused charge, makes room and calls it again, a few times at most: a
  * large allocation may commit in more than one step.  operator new is
- * wrapped the same way through jemalloc's nothrow variants (libstdc++'s
- * where jemalloc has none), the throwing variant called last so that the
- * program's new handler and std::bad_alloc behave as they do without
- * tally.
+ * wrapped the same way, through jemalloc's mallocx(), which calls no new
+ * handler: room is made before the program's new handler runs; once no
+ * room can be made, jemalloc's own operator new (libstdc++'s where
+ * jemalloc has none) runs the handler and throws std::bad_alloc (or
+ * returns NULL, for the nothrow variants) as it does without tally.
  *
- * A thread the program starts gets jemalloc's thread cache before its
- * start routine runs: jemalloc 5.3 allocates it at the thread's first
- * call and, when that allocation fails (a limit reached), leaves the
- * thread with a cache it crashes on.  So pthread_create() is wrapped too,
- * and the new thread's first call (a read of a control) is made with its
- * charges %TALLY_MEMCG_NOFAIL: the group may go over its max by one
- * thread cache per thread started at the limit, counted as usage, rather
- * than crash.
+ * A thread's first call here, whoever started the thread (the program,
+ * or glibc for a timer's notification or asynchronous I/O), first makes
+ * jemalloc set the thread up (a read of a control) with its charges
+ * %TALLY_MEMCG_NOFAIL: jemalloc 5.3 allocates the thread's cache at its
+ * first call and, when that allocation fails (a limit reached), leaves
+ * the thread with a cache it crashes on.  The group may go over its max
+ * by one thread cache per thread that starts at the limit, counted as
+ * usage, rather than crash.  free() is wrapped for that alone: a thread's
+ * first call may be the free() of another thread's block.
  *
  * Until jemalloc's functions are found (the loader may allocate while
  * this library looks them up), the functions serve themselves from
@@ -34,7 +36,6 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -58,6 +59,7 @@ typedef struct { char unused; } nothrow_t;
 typedef size_t align_val_t;
 
 static struct {
+	void (*free)(void *);
 	void *(*malloc)(size_t);
 	void *(*calloc)(size_t, size_t);
 	void *(*realloc)(void *, size_t);
@@ -77,6 +79,8 @@ static struct {
 
 static atomic_bool je_found;
 static __thread bool finding;
+/* Preloaded at the program's start: its thread-local storage is static. */
+static __thread bool thread_ready __attribute__((tls_model("initial-exec")));
 
 static const nothrow_t nothrow;
 
@@ -94,25 +98,16 @@ static void find_new(void **slot, void *h, const char *name)
 		*slot = dlsym(RTLD_NEXT, name);
 }
 
-/*
- * Whether jemalloc's functions are known; the first call looks them up
- * (false for a call made by the loader meanwhile).
- */
-static bool je_ready(void)
+/* Look jemalloc's functions up in the object that defines mallocx(). */
+static bool find_jemalloc(void)
 {
 	Dl_info info;
 	void *h;
 
-	if (atomic_load_explicit(&je_found, memory_order_acquire))
-		return true;
-	if (finding)
-		return false;
-	finding = true;
 	if (!dladdr((void *)mallocx, &info) ||
-	    !(h = dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD))) {
-		finding = false;
+	    !(h = dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD)))
 		return false;
-	}
+	find((void **)&je.free, h, "free");
 	find((void **)&je.malloc, h, "malloc");
 	find((void **)&je.calloc, h, "calloc");
 	find((void **)&je.realloc, h, "realloc");
@@ -125,19 +120,47 @@ static bool je_ready(void)
 	find_new((void **)&je.new_array_nothrow, h, "_ZnamRKSt9nothrow_t");
 	find_new((void **)&je.new_aligned, h, "_ZnwmSt11align_val_t");
 	find_new((void **)&je.new_aligned_nothrow, h,
-	     "_ZnwmSt11align_val_tRKSt9nothrow_t");
+		 "_ZnwmSt11align_val_tRKSt9nothrow_t");
 	find_new((void **)&je.new_array_aligned, h, "_ZnamSt11align_val_t");
 	find_new((void **)&je.new_array_aligned_nothrow, h,
-	     "_ZnamSt11align_val_tRKSt9nothrow_t");
+		 "_ZnamSt11align_val_tRKSt9nothrow_t");
 	dlclose(h);
-	finding = false;
-	if (!je.malloc || !je.calloc || !je.realloc || !je.posix_memalign ||
-	    !je.aligned_alloc || !je.memalign || !je.new_ || !je.new_nothrow ||
-	    !je.new_array || !je.new_array_nothrow || !je.new_aligned ||
-	    !je.new_aligned_nothrow || !je.new_array_aligned ||
-	    !je.new_array_aligned_nothrow)
+	return je.free && je.malloc && je.calloc && je.realloc &&
+	       je.posix_memalign && je.aligned_alloc && je.memalign &&
+	       je.new_ && je.new_nothrow && je.new_array &&
+	       je.new_array_nothrow && je.new_aligned &&
+	       je.new_aligned_nothrow && je.new_array_aligned &&
+	       je.new_array_aligned_nothrow;
+}
+
+/*
+ * Whether the calling thread may call jemalloc's functions: they are
+ * known (the first call of the process looks them up; false for a call
+ * the loader makes meanwhile), and the thread's first call set it up in
+ * jemalloc with its charges %TALLY_MEMCG_NOFAIL (see the top).
+ */
+static bool je_ready(void)
+{
+	bool enabled;
+	size_t len = sizeof(enabled);
+
+	if (__builtin_expect(thread_ready, 1))
+		return true;
+	if (finding)
 		return false;
-	atomic_store_explicit(&je_found, true, memory_order_release);
+	finding = true;
+	if (!atomic_load_explicit(&je_found, memory_order_acquire)) {
+		if (!find_jemalloc()) {
+			finding = false;
+			return false;
+		}
+		atomic_store_explicit(&je_found, true, memory_order_release);
+	}
+	tally_je_thread_starting(true);
+	mallctl("thread.tcache.enabled", &enabled, &len, NULL, 0);
+	tally_je_thread_starting(false);
+	finding = false;
+	thread_ready = true;
 	return true;
 }
 
@@ -161,6 +184,16 @@ static void *early_alloc(size_t n, size_t align, bool zero)
 	if (!p)
 		errno = ENOMEM;
 	return p;
+}
+
+EXPORT void free(void *p)
+{
+	if (!je_ready()) {
+		if (p)
+			dallocx(p, 0);
+		return;
+	}
+	je.free(p);
 }
 
 EXPORT void *malloc(size_t n)
@@ -288,29 +321,26 @@ EXPORT void *pvalloc(size_t n)
 }
 
 /*
- * operator new: the nothrow variant, retried after room was made; then,
- * if it is still refused, the throwing one, which runs the program's new
- * handler and throws std::bad_alloc (@throwing NULL: the nothrow result).
- * Before jemalloc's are known, the loader's own calls get jemalloc's
- * interface, as malloc()'s.
+ * operator new: mallocx() (no new handler), retried after room was made;
+ * then, if it is still refused, jemalloc's operator new @fallback, which
+ * runs the program's new handler and throws std::bad_alloc or returns
+ * NULL.  Before jemalloc's are known, the loader's own calls get
+ * mallocx(), as malloc()'s.
  */
-static void *new_retried(void *(**nothrow_fn)(size_t, const nothrow_t *),
-			 void *(**throwing)(size_t), size_t n)
+static void *new_retried(void *(*fallback)(size_t), size_t n)
 {
 	void *p;
 	int tries = 0;
 
 	if (!je_ready())
 		return early_alloc(n, 0, false);
-	p = (*nothrow_fn)(n, &nothrow);
+	p = mallocx(n ? n : 1, 0);
 	while (!p && room_made(&tries))
-		p = (*nothrow_fn)(n, &nothrow);
-	return p || !throwing ? p : (*throwing)(n);
+		p = mallocx(n ? n : 1, 0);
+	return p ? p : fallback(n);
 }
 
-static void *new_aligned_retried(void *(**nothrow_fn)(size_t, align_val_t,
-						      const nothrow_t *),
-				 void *(**throwing)(size_t, align_val_t),
+static void *new_aligned_retried(void *(*fallback)(size_t, align_val_t),
 				 size_t n, align_val_t align)
 {
 	void *p;
@@ -318,10 +348,31 @@ static void *new_aligned_retried(void *(**nothrow_fn)(size_t, align_val_t,
 
 	if (!je_ready())
 		return early_alloc(n, align, false);
-	p = (*nothrow_fn)(n, align, &nothrow);
+	p = mallocx(n ? n : 1, MALLOCX_ALIGN(align));
 	while (!p && room_made(&tries))
-		p = (*nothrow_fn)(n, align, &nothrow);
-	return p || !throwing ? p : (*throwing)(n, align);
+		p = mallocx(n ? n : 1, MALLOCX_ALIGN(align));
+	return p ? p : fallback(n, align);
+}
+
+/* The nothrow variants' fallbacks, with std::nothrow. */
+static void *nothrow_new(size_t n)
+{
+	return je.new_nothrow(n, &nothrow);
+}
+
+static void *nothrow_new_array(size_t n)
+{
+	return je.new_array_nothrow(n, &nothrow);
+}
+
+static void *nothrow_new_aligned(size_t n, align_val_t a)
+{
+	return je.new_aligned_nothrow(n, a, &nothrow);
+}
+
+static void *nothrow_new_array_aligned(size_t n, align_val_t a)
+{
+	return je.new_array_aligned_nothrow(n, a, &nothrow);
 }
 
 EXPORT void *run_new(size_t n) __asm__("_Znwm");
@@ -343,89 +394,45 @@ EXPORT void *run_new_array_aligned_nothrow(size_t n, align_val_t a,
 
 void *run_new(size_t n)
 {
-	return new_retried(&je.new_nothrow, &je.new_, n);
+	return new_retried(je.new_, n);
 }
 
 void *run_new_nothrow(size_t n, const nothrow_t *t)
 {
 	(void)t;
-	return new_retried(&je.new_nothrow, NULL, n);
+	return new_retried(nothrow_new, n);
 }
 
 void *run_new_array(size_t n)
 {
-	return new_retried(&je.new_array_nothrow, &je.new_array, n);
+	return new_retried(je.new_array, n);
 }
 
 void *run_new_array_nothrow(size_t n, const nothrow_t *t)
 {
 	(void)t;
-	return new_retried(&je.new_array_nothrow, NULL, n);
+	return new_retried(nothrow_new_array, n);
 }
 
 void *run_new_aligned(size_t n, align_val_t a)
 {
-	return new_aligned_retried(&je.new_aligned_nothrow, &je.new_aligned,
-				   n, a);
+	return new_aligned_retried(je.new_aligned, n, a);
 }
 
 void *run_new_aligned_nothrow(size_t n, align_val_t a, const nothrow_t *t)
 {
 	(void)t;
-	return new_aligned_retried(&je.new_aligned_nothrow, NULL, n, a);
+	return new_aligned_retried(nothrow_new_aligned, n, a);
 }
 
 void *run_new_array_aligned(size_t n, align_val_t a)
 {
-	return new_aligned_retried(&je.new_array_aligned_nothrow,
-				   &je.new_array_aligned, n, a);
+	return new_aligned_retried(je.new_array_aligned, n, a);
 }
 
 void *run_new_array_aligned_nothrow(size_t n, align_val_t a,
 				    const nothrow_t *t)
 {
 	(void)t;
-	return new_aligned_retried(&je.new_array_aligned_nothrow, NULL, n, a);
-}
-
-/* A thread's start routine and its argument, for thread_start(). */
-struct thread_start {
-	void *(*fn)(void *);
-	void *arg;
-};
-
-static void *thread_start(void *p)
-{
-	struct thread_start start = *(struct thread_start *)p;
-	bool enabled;
-	size_t len = sizeof(enabled);
-
-	tally_je_thread_starting(true);
-	mallctl("thread.tcache.enabled", &enabled, &len, NULL, 0);
-	tally_je_thread_starting(false);
-	free(p);
-	return start.fn(start.arg);
-}
-
-EXPORT int pthread_create(pthread_t *th, const pthread_attr_t *attr,
-			  void *(*fn)(void *), void *arg)
-{
-	static int (*next)(pthread_t *, const pthread_attr_t *,
-			   void *(*)(void *), void *);
-	struct thread_start *start;
-	int ret;
-
-	if (!next)
-		*(void **)&next = dlsym(RTLD_NEXT, "pthread_create");
-	if (!next)
-		return EAGAIN;
-	start = malloc(sizeof(*start));
-	if (!start)
-		return EAGAIN;
-	start->fn = fn;
-	start->arg = arg;
-	ret = next(th, attr, thread_start, start);
-	if (ret)
-		free(start);
-	return ret;
+	return new_aligned_retried(nothrow_new_array_aligned, n, a);
 }

@@ -64,17 +64,19 @@ static __thread bool in_install;
 
 /*
  * The calling thread's note: the arena and bytes of the charge its hooks
- * refused last, until tally_jemalloc_make_room() takes it; the room that
- * function made (charged to the arena, in its charged count, until a
- * commit takes it); and the arena whose new address space the thread's
- * hooks refuse to map, from a refused charge until one of its charges
- * succeeds, it uncharges (room was made) or the note is taken.  When a commit is refused, jemalloc 5.3 maps more
+ * refused last, until one of its charges succeeds or
+ * tally_jemalloc_make_room() takes it; the room that function made
+ * (charged to the arena, in its charged count, until a commit takes it);
+ * and the arena for which, from a refused charge until one of its charges
+ * succeeds, it uncharges (room was made) or the note is taken, the
+ * thread's hooks map new address space only if the bytes refused fit now
+ * (room_for_growth()).  When a commit is refused, jemalloc 5.3 maps more
  * (its retained cache had a range, whose commit failed, so it grows the
  * cache) and then tries a fresh committed mapping: address space that
  * jemalloc never gives back, gained for every refused allocation, with
  * the metadata that describes it (gigabytes of both within seconds at a
  * limit).  Refused at once instead, the allocation fails as it would
- * have, without a second charge attempt or a second max event.
+ * have.
  */
 static __thread struct {
 	struct arena *refused_arena;
@@ -211,10 +213,30 @@ static bool charge(struct arena *a, size_t n)
 			errno = ENOMEM;
 			return false;
 		}
+		room.refused_arena = NULL;
 		room.no_growth = NULL;
 		tally_memcg_stat_mod(g, TALLY_MEMCG_ANON, (long)n);
 	}
 	atomic_fetch_add_explicit(&a->charged, (long)n, memory_order_relaxed);
+	return true;
+}
+
+/*
+ * Whether @a may map new address space: yes, unless the thread's last
+ * charge for @a was refused; then only if the bytes refused fit now (the
+ * limit was raised, another thread freed), charged as they would be and
+ * kept for the commit this growth is for.
+ */
+static bool room_for_growth(struct arena *a)
+{
+	size_t n = room.refused;
+
+	if (room.no_growth != a)
+		return true;
+	if (!charge(a, n))
+		return false;
+	room.prepaid_arena = a;
+	room.prepaid = n;
 	return true;
 }
 
@@ -226,7 +248,7 @@ static void *hook_alloc(extent_hooks_t *h, void *new_addr, size_t size,
 	bool want_commit = *commit;
 	void *p;
 
-	if (!new_addr && room.no_growth == a) {
+	if (!new_addr && !room_for_growth(a)) {
 		errno = ENOMEM;
 		return NULL;
 	}

@@ -857,6 +857,60 @@ out:
 	tally_stats_tree_destroy(t);
 }
 
+/*
+ * A reader's flush of a leaf is done, and its flusher stops before it
+ * tells the readers who share the flush (preempted or SIGSTOPped there).
+ * No reader may wait for it: a forced read of the same leaf and one of an
+ * unrelated leaf each return every update made before them while it stays
+ * stopped.  (A flusher that published under a tree-wide lock held that
+ * lock there, and both reads waited until the test gave up.)
+ */
+TEST(readers_never_wait_for_a_flusher_stopped_before_publishing)
+{
+	struct tally_stats_tree *t = tree_with(NULL);
+	struct takeover_run first = { 0 }, same = { 0 }, other = { 0 };
+	struct tally_stats_group *a;
+	struct blocker b;
+	pthread_t th1, th2, th3;
+
+	REQUIRE(t);
+	REQUIRE(tally_stats_group_create(tally_stats_root(t), "a", &a) == 0);
+	REQUIRE(tally_stats_group_create(a, "b", &first.g) == 0);
+	REQUIRE(tally_stats_group_create(tally_stats_root(t), "c", &other.g) ==
+		0);
+	same.g = first.g;
+	tally_stats_mod(first.g, 0, 1);
+	blocker_init(&b);
+	tally_inject_set(TALLY_INJECT_STATS_FLUSH_DONE, block_once, &b);
+	start(&th1, forced_reader, &first);
+	if (!CHECK(blocker_wait(&b, HARNESS_HANG_S))) {
+		harness_log("the first read never flushed");
+		sem_post(&b.release);
+		pthread_join(th1, NULL);
+		goto out;
+	}
+	tally_stats_mod(first.g, 0, 2);
+	tally_stats_mod(other.g, 0, 5);
+	start(&th2, forced_reader, &same);
+	start(&th3, forced_reader, &other);
+	if (!CHECK(returned_within(&other, HARNESS_HANG_S)))
+		harness_log("a reader of another leaf waited for the flusher");
+	if (!CHECK(returned_within(&same, HARNESS_HANG_S)))
+		harness_log("a reader of the leaf waited for the flusher");
+	CHECK(!__atomic_load_n(&first.returned, __ATOMIC_ACQUIRE));
+	sem_post(&b.release);
+	pthread_join(th3, NULL);
+	pthread_join(th2, NULL);
+	pthread_join(th1, NULL);
+	CHECK_EQ_LONG(same.value, 3);
+	CHECK_EQ_LONG(other.value, 5);
+	CHECK_CMP_LONG(first.value, >=, 1);
+out:
+	tally_inject_set(TALLY_INJECT_STATS_FLUSH_DONE, NULL, NULL);
+	blocker_fini(&b);
+	tally_stats_tree_destroy(t);
+}
+
 /* ---- if-needed reads under a stopped flush ---------------------------- */
 
 struct stopped_flush {

@@ -22,9 +22,9 @@
  * forced read (tally_flush(g, true)).  The first may stop for good at
  * any step of a flush it runs (preempted or SIGSTOPped, never to run
  * again: an end state).  A watcher looks at progress twice and may take
- * over when it did not move in between, as the C does after STALL_NS
+ * over when it did not move in between, as the C does after a nap
  * without a tick: the model lets it take over at any such look (the
- * stall window is a time, which the model has not).
+ * nap is a time, which the model has not).
  *
  * Properties (assertions): a read returns every update made before it
  * (folded >= its own update), and every reader that does not stop

@@ -123,6 +123,8 @@ struct stats_share {
 	uint64_t active_done;
 	unsigned int running;		/* flushes of the group, takeovers
 					 * too (futex: retire waits for 0) */
+	uint32_t seq;			/* bumped by each flush done (futex) */
+	uint32_t sleepers;		/* readers napping on seq */
 };
 
 struct tally_stats_group {

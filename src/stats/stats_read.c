@@ -23,19 +23,21 @@
  *
  *   - returns once such a flush is done (done_stamp > arrival);
  *   - otherwise, when no shared flush of G runs, claims it and runs it;
- *   - otherwise watches the shared flush of G, on the CPU, for as long
- *     as it makes progress: until it serves the reader, or ends (then
- *     the reader looks again: it may claim the next);
- *   - takes over as soon as that flush made no progress for STALL_NS (a
- *     CPU's pass takes a few microseconds when its flusher runs: one that
- *     stalls is preempted, stopped or blocked): it runs a flush of G of
- *     its own, alongside, which started after its arrival.
+ *   - otherwise waits for the shared flush of G for as long as it makes
+ *     progress: until it serves the reader, or ends (then the reader
+ *     looks again: it may claim the next).  It spins for SPIN_NS (what
+ *     a flush of a few CPUs takes), then naps on the share's futex word,
+ *     which every flush of G bumps and wakes when it is done;
+ *   - takes over as soon as a nap passed without progress (the flusher
+ *     is preempted, stopped or blocked): it runs a flush of G of its
+ *     own, alongside, which started after its arrival.
  *
- * Readers never sleep on one another: a reader that waited for a flush
- * went to the back of the run queue, and on a machine with more threads
- * than CPUs woke milliseconds after the flush (or its deadline) had
- * passed; the lock that kept the shares made every reader of the tree
- * wait for whichever reader held it when it was preempted.
+ * No lock: a lock that kept the shares made every reader of the tree wait
+ * for whichever reader held it when it was preempted, and on a machine
+ * with more threads than CPUs a reader waiting for it was woken
+ * milliseconds after it was free.  A waiter naps rather than spins: a
+ * spinning waiter takes the CPU its preempted flusher needs, and every
+ * takeover is one more flush queueing on the engine's lock.
  *
  * Readers share the flushes of their own group only.  An ancestor's flush
  * folds more (a root flush, every updated group of the tree) and takes
@@ -43,35 +45,41 @@
  * longer than flushing.  One that completes meanwhile still serves the
  * reader.
  *
- * Invariant: a reader waits only for a flush of its own group that keeps
- * making progress, and returns only once a flush of its group or of an
- * ancestor that started after its arrival (or, if-needed, the one that
- * ran at its arrival) is done: never stale, never behind a thread that
- * does not run.  Several flushes of one group may run at once (takeovers):
- * the engine allows it, and done_stamp keeps the latest.
+ * Invariant: a reader waits only for a flush of its own group that made
+ * progress during its last nap, and returns only once a flush of its
+ * group or of an ancestor that started after its arrival (or, if-needed,
+ * the one that ran at its arrival) is done: never stale, never more than
+ * a nap behind a thread that does not run.  Several flushes of one group
+ * may run at once (takeovers): the engine allows it, and done_stamp keeps
+ * the latest.
  *
  * Cost of a read that flushes: a fence, a load of the clock, a
  * compare-and-swap and a few stores on the group's share line, one
- * fetch-and-add on the clock, the flush; a waiter spins at most STALL_NS
- * past the last progress of the flush it watches.
+ * fetch-and-add on the clock, the flush, and a futex wake when a reader
+ * naps on it; a waiter spins SPIN_NS, then naps at most NAP_NS at a time.
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "runtime/inject.h"
 #include "stats_internal.h"
 
 /*
- * How long a waiter watches a flush that makes no progress before it
- * takes over: several times what a CPU's pass takes when its flusher runs
- * (a lock round trip and a fold, a few microseconds; longer on a lock
- * held by another running flush), far less than what a preempted flusher
- * is away (a scheduler slice or more: milliseconds under load).  The
- * clock is read once in CLOCK_EVERY spins.
+ * A waiter spins SPIN_NS, about what a flush of a few CPUs takes when its
+ * flusher runs (a flush about to end serves it without a sleep), reading
+ * the clock once in CLOCK_EVERY spins; then it naps NAP_NS at a time,
+ * many times what a CPU's pass takes (a lock round trip and a fold, a
+ * few microseconds), so that a flush that makes no progress during a nap
+ * is not running.
  */
-#define STALL_NS 20000ull
+#define SPIN_NS 2000ull
+#define NAP_NS 200000l
 #define CLOCK_EVERY 32
 
 /* stats_share.active while its claimer takes the flush's stamp. */
@@ -115,6 +123,15 @@ static void raise_to(uint64_t *p, uint64_t v)
 		;
 }
 
+/* Wake the readers napping on @s (watch()): a flush of the group is done. */
+static void wake_watchers(struct stats_share *s)
+{
+	__atomic_add_fetch(&s->seq, 1, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&s->sleepers, __ATOMIC_SEQ_CST))
+		syscall(SYS_futex, &s->seq, FUTEX_WAKE_PRIVATE, INT_MAX, NULL,
+			NULL, 0);
+}
+
 /*
  * Run a flush of @a with @stamp.  @shared: the one readers watch (its
  * stamp in active, its progress counted); otherwise a takeover, alongside
@@ -133,6 +150,7 @@ static void run_flush(struct tally_stats_tree *t, struct tally_stats_group *a,
 		__atomic_store_n(&s->active_done, stamp, __ATOMIC_RELEASE);
 		__atomic_store_n(&s->active, 0, __ATOMIC_RELEASE);
 	}
+	wake_watchers(s);
 	stats_count_leave(&s->running);
 }
 
@@ -174,35 +192,50 @@ static bool served(const struct tally_stats_group *g, const struct wanted *w)
 					   __ATOMIC_ACQUIRE) >= w->cover_stamp;
 }
 
+static bool watch_ends(const struct tally_stats_group *g, uint64_t active,
+		       const struct wanted *w)
+{
+	return served(g, w) ||
+	       __atomic_load_n(&g->share.active, __ATOMIC_ACQUIRE) != active;
+}
+
 /*
- * Watch @g's shared flush @active, on the CPU, until the reader is served
- * or that flush ends (true), or it made no progress for STALL_NS (false).
+ * Watch @g's shared flush @active until the reader is served or that
+ * flush ends (true), or it made no progress during a whole nap (false).
+ * A spin of SPIN_NS first serves a flush about to end; then naps of at
+ * most NAP_NS on the share's seq, which every flush of the group bumps,
+ * waking the nappers, when it is done.
  */
-static bool watch(const struct tally_stats_group *g, uint64_t active,
+static bool watch(struct tally_stats_group *g, uint64_t active,
 		  const struct wanted *w)
 {
-	const struct stats_share *s = &g->share;
+	struct stats_share *s = &g->share;
 	uint64_t seen = __atomic_load_n(&s->progress, __ATOMIC_RELAXED);
-	uint64_t since = stats_mono_ns();
+	uint64_t until = stats_mono_ns() + SPIN_NS;
+	const struct timespec nap = { 0, NAP_NS };
 
-	for (unsigned int spins = 1;; spins++) {
-		uint64_t now, p;
+	for (unsigned int spins = 1; !watch_ends(g, active, w); spins++) {
+		uint32_t seq;
+		uint64_t p;
 
-		if (served(g, w) ||
-		    __atomic_load_n(&s->active, __ATOMIC_ACQUIRE) != active)
-			return true;
 		__builtin_ia32_pause();
-		if (spins % CLOCK_EVERY)
+		if (spins % CLOCK_EVERY || stats_mono_ns() < until)
 			continue;
+		/* Counted before the seq is loaded: wake_watchers(). */
+		__atomic_add_fetch(&s->sleepers, 1, __ATOMIC_SEQ_CST);
+		seq = __atomic_load_n(&s->seq, __ATOMIC_SEQ_CST);
+		if (!watch_ends(g, active, w))
+			syscall(SYS_futex, &s->seq, FUTEX_WAIT_PRIVATE, seq,
+				&nap, NULL, 0);
+		__atomic_sub_fetch(&s->sleepers, 1, __ATOMIC_RELAXED);
+		if (watch_ends(g, active, w))
+			break;
 		p = __atomic_load_n(&s->progress, __ATOMIC_RELAXED);
-		now = stats_mono_ns();
-		if (p != seen) {
-			seen = p;
-			since = now;
-		} else if (now - since > STALL_NS) {
+		if (p == seen)
 			return false;
-		}
+		seen = p;
 	}
+	return true;
 }
 
 static bool tally_flush(struct tally_stats_group *g, bool fresh)
@@ -278,6 +311,7 @@ static void forget_share(struct tally_stats_group *g, void *arg)
 	(void)arg;
 	g->share.active = 0;
 	g->share.running = 0;
+	g->share.sleepers = 0;
 }
 
 static void tally_fork_child(struct tally_stats_tree *t)

@@ -810,6 +810,25 @@ static bool returned_within(struct takeover_run *r, double secs)
 }
 
 /*
+ * Start @r's forced read in *@th, stopped by @b at @point: true once it is
+ * there; otherwise it was released and joined.
+ */
+static bool start_stopped_reader(struct takeover_run *r, pthread_t *th,
+				 struct blocker *b,
+				 enum tally_inject_point point)
+{
+	blocker_init(b);
+	tally_inject_set(point, block_once, b);
+	start(th, forced_reader, r);
+	if (CHECK(blocker_wait(b, HARNESS_HANG_S)))
+		return true;
+	harness_log("the first read never flushed");
+	sem_post(&b->release);
+	pthread_join(*th, NULL);
+	return false;
+}
+
+/*
  * A reader's flush of a group stops half way (after its first CPU), as a
  * flusher that is preempted or SIGSTOPped there would.  A second forced
  * read of the group, of an update made after that flush began, must not
@@ -831,15 +850,9 @@ TEST(reader_takes_over_a_flush_whose_flusher_is_stopped)
 	REQUIRE(tally_stats_group_create(a, "b", &first.g) == 0);
 	second.g = first.g;
 	tally_stats_mod(first.g, 0, 1);
-	blocker_init(&b);
-	tally_inject_set(TALLY_INJECT_FLUSH_BETWEEN_PASSES, block_once, &b);
-	start(&th1, forced_reader, &first);
-	if (!CHECK(blocker_wait(&b, HARNESS_HANG_S))) {
-		harness_log("the first read never flushed");
-		sem_post(&b.release);
-		pthread_join(th1, NULL);
+	if (!start_stopped_reader(&first, &th1, &b,
+				  TALLY_INJECT_FLUSH_BETWEEN_PASSES))
 		goto out;
-	}
 	tally_stats_mod(first.g, 0, 2);
 	start(&th2, forced_reader, &second);
 	if (!CHECK(returned_within(&second, HARNESS_HANG_S)))
@@ -880,15 +893,9 @@ TEST(readers_never_wait_for_a_flusher_stopped_before_publishing)
 		0);
 	same.g = first.g;
 	tally_stats_mod(first.g, 0, 1);
-	blocker_init(&b);
-	tally_inject_set(TALLY_INJECT_STATS_FLUSH_DONE, block_once, &b);
-	start(&th1, forced_reader, &first);
-	if (!CHECK(blocker_wait(&b, HARNESS_HANG_S))) {
-		harness_log("the first read never flushed");
-		sem_post(&b.release);
-		pthread_join(th1, NULL);
+	if (!start_stopped_reader(&first, &th1, &b,
+				  TALLY_INJECT_STATS_FLUSH_DONE))
 		goto out;
-	}
 	tally_stats_mod(first.g, 0, 2);
 	tally_stats_mod(other.g, 0, 5);
 	start(&th2, forced_reader, &same);

@@ -977,7 +977,7 @@ static void if_needed_read_under_a_stopped_flush(bool own)
 		0);
 	CHECK_EQ_LONG(tally_stats_mod_cpu(leaf, 1, 0, 1), 0);
 	if (stop_a_flush(&s, own ? leaf : tally_stats_root(t))) {
-		/* Own: waits for its takeover deadline, then flushes. */
+		/* Own: a nap without progress, then its own flush. */
 		CHECK_EQ_LONG(tally_stats_flush(leaf), 0);
 		if (own)
 			CHECK_CMP_ULONG(util_stats_info(t).takeovers, >=, 1);

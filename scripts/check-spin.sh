@@ -193,6 +193,9 @@ verify grace_verifies "grace" grace.pml \
 	"1:reader_of_the_first_object 2:reader_of_the_second_object
 	3:reader_after_both_unlinked 4:reader_entering_with_a_stale_epoch
 	5:advance_held_back_by_a_reader"
+verify share_verifies "share" share.pml \
+	"1:reader_watching_a_flush 2:takeover_of_a_stopped_flush
+	3:reader_returning_past_a_stopped_flush"
 
 reject mutant_eviction_outside_a_section_refuses_falsely \
 	"mutant: eviction outside a section, no victim pressure check" \
@@ -210,4 +213,10 @@ reject mutant_fork_without_grace_wait_forks_bytes_in_transfer \
 reject mutant_free_after_one_advance_frees_under_a_reader \
 	"mutant: free after one epoch advance" grace.pml "holds[" \
 	-DMUTANT_ONE_ADVANCE
+reject mutant_reader_without_takeover_waits_for_a_stopped_flusher \
+	"mutant: a watcher waits until the flush ends" share.pml \
+	"((returned+stopped)==" -DMUTANT_NO_TAKEOVER
+reject mutant_forced_read_joining_an_earlier_flush_is_stale \
+	"mutant: a forced read takes a flush running at its arrival" \
+	share.pml "(folded>=mine)" -DMUTANT_JOIN_EARLIER
 finish

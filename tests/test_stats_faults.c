@@ -810,6 +810,25 @@ static bool returned_within(struct takeover_run *r, double secs)
 }
 
 /*
+ * Start @r's forced read in *@th, stopped by @b at @point: true once it is
+ * there; otherwise it was released and joined.
+ */
+static bool start_stopped_reader(struct takeover_run *r, pthread_t *th,
+				 struct blocker *b,
+				 enum tally_inject_point point)
+{
+	blocker_init(b);
+	tally_inject_set(point, block_once, b);
+	start(th, forced_reader, r);
+	if (CHECK(blocker_wait(b, HARNESS_HANG_S)))
+		return true;
+	harness_log("the first read never flushed");
+	sem_post(&b->release);
+	pthread_join(*th, NULL);
+	return false;
+}
+
+/*
  * A reader's flush of a group stops half way (after its first CPU), as a
  * flusher that is preempted or SIGSTOPped there would.  A second forced
  * read of the group, of an update made after that flush began, must not
@@ -831,15 +850,9 @@ TEST(reader_takes_over_a_flush_whose_flusher_is_stopped)
 	REQUIRE(tally_stats_group_create(a, "b", &first.g) == 0);
 	second.g = first.g;
 	tally_stats_mod(first.g, 0, 1);
-	blocker_init(&b);
-	tally_inject_set(TALLY_INJECT_FLUSH_BETWEEN_PASSES, block_once, &b);
-	start(&th1, forced_reader, &first);
-	if (!CHECK(blocker_wait(&b, HARNESS_HANG_S))) {
-		harness_log("the first read never flushed");
-		sem_post(&b.release);
-		pthread_join(th1, NULL);
+	if (!start_stopped_reader(&first, &th1, &b,
+				  TALLY_INJECT_FLUSH_BETWEEN_PASSES))
 		goto out;
-	}
 	tally_stats_mod(first.g, 0, 2);
 	start(&th2, forced_reader, &second);
 	if (!CHECK(returned_within(&second, HARNESS_HANG_S)))
@@ -853,6 +866,54 @@ TEST(reader_takes_over_a_flush_whose_flusher_is_stopped)
 	CHECK_CMP_ULONG(util_stats_info(t).takeovers, >=, 1);
 out:
 	tally_inject_set(TALLY_INJECT_FLUSH_BETWEEN_PASSES, NULL, NULL);
+	blocker_fini(&b);
+	tally_stats_tree_destroy(t);
+}
+
+/*
+ * A reader's flush of a leaf is done, and its flusher stops before it
+ * tells the readers who share the flush (preempted or SIGSTOPped there).
+ * No reader may wait for it: a forced read of the same leaf and one of an
+ * unrelated leaf each return every update made before them while it stays
+ * stopped.  (A flusher that published under a tree-wide lock held that
+ * lock there, and both reads waited until the test gave up.)
+ */
+TEST(readers_never_wait_for_a_flusher_stopped_before_publishing)
+{
+	struct tally_stats_tree *t = tree_with(NULL);
+	struct takeover_run first = { 0 }, same = { 0 }, other = { 0 };
+	struct tally_stats_group *a;
+	struct blocker b;
+	pthread_t th1, th2, th3;
+
+	REQUIRE(t);
+	REQUIRE(tally_stats_group_create(tally_stats_root(t), "a", &a) == 0);
+	REQUIRE(tally_stats_group_create(a, "b", &first.g) == 0);
+	REQUIRE(tally_stats_group_create(tally_stats_root(t), "c", &other.g) ==
+		0);
+	same.g = first.g;
+	tally_stats_mod(first.g, 0, 1);
+	if (!start_stopped_reader(&first, &th1, &b,
+				  TALLY_INJECT_STATS_FLUSH_DONE))
+		goto out;
+	tally_stats_mod(first.g, 0, 2);
+	tally_stats_mod(other.g, 0, 5);
+	start(&th2, forced_reader, &same);
+	start(&th3, forced_reader, &other);
+	if (!CHECK(returned_within(&other, HARNESS_HANG_S)))
+		harness_log("a reader of another leaf waited for the flusher");
+	if (!CHECK(returned_within(&same, HARNESS_HANG_S)))
+		harness_log("a reader of the leaf waited for the flusher");
+	CHECK(!__atomic_load_n(&first.returned, __ATOMIC_ACQUIRE));
+	sem_post(&b.release);
+	pthread_join(th3, NULL);
+	pthread_join(th2, NULL);
+	pthread_join(th1, NULL);
+	CHECK_EQ_LONG(same.value, 3);
+	CHECK_EQ_LONG(other.value, 5);
+	CHECK_CMP_LONG(first.value, >=, 1);
+out:
+	tally_inject_set(TALLY_INJECT_STATS_FLUSH_DONE, NULL, NULL);
 	blocker_fini(&b);
 	tally_stats_tree_destroy(t);
 }
@@ -916,7 +977,7 @@ static void if_needed_read_under_a_stopped_flush(bool own)
 		0);
 	CHECK_EQ_LONG(tally_stats_mod_cpu(leaf, 1, 0, 1), 0);
 	if (stop_a_flush(&s, own ? leaf : tally_stats_root(t))) {
-		/* Own: waits for its takeover deadline, then flushes. */
+		/* Own: a nap without progress, then its own flush. */
 		CHECK_EQ_LONG(tally_stats_flush(leaf), 0);
 		if (own)
 			CHECK_CMP_ULONG(util_stats_info(t).takeovers, >=, 1);

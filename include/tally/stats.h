@@ -484,8 +484,9 @@ int tally_stats_periodic_tick(struct tally_stats_tree *t);
  * @barriers: process-wide barriers (membarrier()) this tree's flushes
  *	issued: at most one per 10 ms in the process, plus one per group
  *	destroy.
- * @takeovers: readers that stopped waiting for a stalled flush of their
- *	group (preempted, stopped) and ran one themselves.
+ * @takeovers: readers that stopped waiting for a flush of their group
+ *	that made no progress during a 200 us nap (its flusher preempted,
+ *	stopped or blocked) and ran one themselves.
  */
 struct tally_stats_info {
 	uint64_t flushes;

@@ -29,6 +29,12 @@ enum tally_inject_point {
 	 * pass 1 and its barrier, others after their first CPU.
 	 */
 	TALLY_INJECT_FLUSH_BETWEEN_PASSES,
+	/*
+	 * Statistics tree, TALLY design: a reader's shared flush of its
+	 * group is done, not yet published to the readers who share it; no
+	 * lock held.
+	 */
+	TALLY_INJECT_STATS_FLUSH_DONE,
 	/* Fallible: the flush's membarrier(PRIVATE_EXPEDITED) call. */
 	TALLY_INJECT_MEMBARRIER,
 	/* Fallible: the fallback membarrier(GLOBAL) call. */

@@ -75,6 +75,7 @@
  * one membarrier() per SETTLE_NS at most, whatever the flush rate.
  */
 #define _GNU_SOURCE
+#include <limits.h>
 #include <linux/futex.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -109,6 +110,21 @@ void stats_wait_for_pushes(unsigned int *pushing)
 		syscall(SYS_futex, pushing, FUTEX_WAIT_PRIVATE,
 			v | STATS_PUSH_WAITERS, NULL, NULL, 0);
 	}
+}
+
+/*
+ * Wake what waits on @pushing once its count fell to 0: flushers, a
+ * destroy on a cache's stealing count or a group's running flushes.
+ */
+void stats_wake_waiters(unsigned int *pushing)
+{
+	unsigned int waiters = STATS_PUSH_WAITERS;
+
+	/* A later one that got in first wakes them when it is done. */
+	if (__atomic_compare_exchange_n(pushing, &waiters, 0, false,
+					__ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
+		syscall(SYS_futex, pushing, FUTEX_WAKE_PRIVATE, INT_MAX, NULL,
+			NULL, 0);
 }
 
 /* --- the updated tree --------------------------------------------------- */
@@ -213,12 +229,22 @@ static void mark_cpu(struct tally_stats_group *g, unsigned int cpu,
 	}
 }
 
+/* A lock round trip of a flush done: only its flusher writes @progress. */
+static void tick(uint64_t *progress)
+{
+	if (progress)
+		__atomic_store_n(progress,
+				 __atomic_load_n(progress, __ATOMIC_RELAXED) + 1,
+				 __ATOMIC_RELAXED);
+}
+
 /*
  * Before any pass: zero the over of every node of @g's updated subtree on
  * every CPU (see the top of the file).  A node that is linked nowhere
  * holds no count of an update that this flush folds.
  */
-static void zero_over(struct tally_stats_tree *t, struct tally_stats_group *g)
+static void zero_over(struct tally_stats_tree *t, struct tally_stats_group *g,
+		      uint64_t *progress)
 {
 	for (unsigned int cpu = 0; cpu < t->domain->nr_cpus; cpu++) {
 		pthread_mutex_lock(&t->flush_lock);
@@ -229,6 +255,7 @@ static void zero_over(struct tally_stats_tree *t, struct tally_stats_group *g)
 			if (__atomic_load_n(&n->over, __ATOMIC_RELAXED))
 				__atomic_store_n(&n->over, 0, __ATOMIC_RELAXED);
 		pthread_mutex_unlock(&t->flush_lock);
+		tick(progress);
 	}
 }
 
@@ -381,8 +408,9 @@ static uint64_t flush_cpu(struct tally_stats_tree *t,
 	return visited;
 }
 
-void stats_flush_subtree(struct tally_stats_tree *t,
-			 struct tally_stats_group *g, bool settle)
+static void flush_subtree(struct tally_stats_tree *t,
+			  struct tally_stats_group *g, bool settle,
+			  uint64_t *progress)
 {
 	unsigned int nr = t->domain->nr_cpus;
 	/* The clock only for a root flush: ratelimited reads look at it. */
@@ -391,7 +419,7 @@ void stats_flush_subtree(struct tally_stats_tree *t,
 	bool immediate = t->simulated || stats_barriers_fenced();
 
 	__atomic_store_n(&g->over, 0, __ATOMIC_RELAXED);
-	zero_over(t, g);
+	zero_over(t, g, progress);
 	if (settle && !immediate) {
 		for (unsigned int cpu = 0; cpu < nr; cpu++)
 			flush_cpu(t, g, cpu, true, false, false);
@@ -402,6 +430,7 @@ void stats_flush_subtree(struct tally_stats_tree *t,
 	} else {
 		for (unsigned int cpu = 0; cpu < nr; cpu++) {
 			visited += flush_cpu(t, g, cpu, true, true, immediate);
+			tick(progress);
 			if (!cpu)
 				tally_inject(TALLY_INJECT_FLUSH_BETWEEN_PASSES);
 		}
@@ -412,6 +441,18 @@ void stats_flush_subtree(struct tally_stats_tree *t,
 		stats_count_info(&t->info.root_flushes, 1);
 		__atomic_store_n(&t->last_root_flush, start, __ATOMIC_RELAXED);
 	}
+}
+
+void stats_flush_subtree(struct tally_stats_tree *t,
+			 struct tally_stats_group *g, bool settle)
+{
+	flush_subtree(t, g, settle, NULL);
+}
+
+void stats_flush_counted(struct tally_stats_tree *t,
+			 struct tally_stats_group *g, uint64_t *progress)
+{
+	flush_subtree(t, g, false, progress);
 }
 
 /*

@@ -71,7 +71,8 @@ static void fork_prepare(void)
 	pthread_mutex_lock(&trees.lock);
 	tally_fork_for_each(t, &trees, struct tally_stats_tree, fork_node) {
 		stats_group_fork_prepare(t);
-		t->ops->fork_prepare(t);
+		if (t->ops->fork_prepare)
+			t->ops->fork_prepare(t);
 		stats_flush_fork_prepare(t);
 		stats_periodic_fork_prepare(t);
 	}
@@ -84,7 +85,8 @@ static void fork_parent(void)
 	tally_fork_for_each(t, &trees, struct tally_stats_tree, fork_node) {
 		stats_periodic_fork_parent(t);
 		stats_flush_fork_parent(t);
-		t->ops->fork_parent(t);
+		if (t->ops->fork_parent)
+			t->ops->fork_parent(t);
 		stats_group_fork_parent(t);
 	}
 	pthread_mutex_unlock(&trees.lock);
@@ -96,7 +98,8 @@ static void fork_child(void)
 
 	tally_fork_for_each(t, &trees, struct tally_stats_tree, fork_node) {
 		stats_group_fork_child(t);
-		t->ops->fork_child(t);
+		if (t->ops->fork_child)
+			t->ops->fork_child(t);
 		stats_flush_fork_child(t);
 		repair_updates(t);
 		stats_periodic_fork_child(t);

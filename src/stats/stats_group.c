@@ -99,7 +99,6 @@ void stats_group_free(struct tally_stats_group *g)
 
 	tally_percpu_free(d, g->pcpu);
 	tally_percpu_free(d, g->fpcpu);
-	pthread_cond_destroy(&g->share.cond);
 	free(g->chain_offs);
 	name_node_fini(&g->node);
 	free(g);
@@ -173,7 +172,6 @@ struct tally_stats_group *stats_group_new(struct tally_stats_tree *t,
 				      sizeof(struct stats_fpcpu) +
 					      n * sizeof(long),
 				      8);
-	pthread_cond_init(&g->share.cond, NULL);
 	if (name_node_init(&g->node, parent ? &parent->node : NULL, name,
 			   len) ||
 	    !g->chain_offs || !g->pcpu || !g->fpcpu) {

@@ -12,7 +12,7 @@
  *   stats_barrier.c   the process's barriers that let groups
  *                     leave the flush path                        (atomics)
  *   stats_read.c      reads; the TALLY design's shared, fresh
- *                     flushes                                     coord_lock
+ *                     flushes                                     (atomics)
  *   stats_group.c     group lifetime, names, paths                topo_lock
  *   stats_periodic.c  the periodic flusher                        periodic_lock
  *   stats_fork.c      fork(): every lock, in the order above      trees.lock
@@ -25,7 +25,7 @@
  * `tally bench stats` (bench/stats_designs.c) through the same hook.
  *
  * Lock order (fork_prepare takes them in this order, tree by tree):
- * the registry's lock, topo_lock, the design's locks (coord_lock for
+ * the registry's lock, topo_lock, the design's locks (none for
  * TALLY), flush_lock, periodic_lock; then the lower layers' locks
  * (counters, grace periods, the per-CPU allocator: runtime/fork.h).
  */
@@ -108,20 +108,23 @@ struct stats_fpcpu {
 	long prev[];			/* stat[] as the last flush saw it */
 };
 
-/* TALLY design: one group's shared flush, under coord_lock. */
+/* TALLY design: one group's shared flush (stats_read.c), atomics. */
 struct stats_share {
-	bool active;
-	unsigned int running;		/* flushes of the group, takeovers too */
-	unsigned int timed;		/* flushes run: one in 8 is timed */
-	uint64_t active_stamp, done_stamp;
+	uint64_t active;		/* stamp of the shared flush running,
+					 * 0: none */
+	uint64_t progress;		/* its CPUs passed: waiters watch it */
+	uint64_t done_stamp;		/* highest of the flushes done,
+					 * takeovers too */
 	/*
-	 * Stamp of the last shared (active) flush done: they run one at a
-	 * time, so it tells whether a given one is done, where done_stamp
-	 * (the highest of all, takeovers too) cannot.
+	 * Stamp of the last shared flush done: they run one at a time, in
+	 * the order of their stamps, so it tells whether a given one is
+	 * done, where done_stamp cannot.
 	 */
 	uint64_t active_done;
-	uint64_t flush_ns;		/* what a flush of it takes, unpreempted */
-	pthread_cond_t cond;
+	unsigned int running;		/* flushes of the group, takeovers
+					 * too (futex: retire waits for 0) */
+	uint32_t seq;			/* bumped by each flush done (futex) */
+	uint32_t sleepers;		/* readers napping on seq */
 };
 
 struct tally_stats_group {
@@ -162,7 +165,7 @@ struct tally_stats_group {
 	unsigned long magic;
 	bool dying;
 
-	/* Flush sharing (TALLY design), under coord_lock. */
+	/* Flush sharing (TALLY design). */
 	struct stats_share share __attribute__((aligned(STATS_CACHELINE)));
 };
 
@@ -222,9 +225,8 @@ struct tally_stats_tree {
 	 */
 	bool unsettled __attribute__((aligned(STATS_CACHELINE)));
 
-	/* stats_read.c: shared flushes, ratelimited reads. */
-	pthread_mutex_t coord_lock __attribute__((aligned(STATS_CACHELINE)));
-	uint64_t flush_clock;
+	/* stats_read.c: the flushes' stamps, ratelimited reads. */
+	uint64_t flush_clock __attribute__((aligned(STATS_CACHELINE)));
 	uint64_t last_root_flush;
 
 	/* stats_periodic.c */
@@ -364,17 +366,32 @@ static inline bool stats_updates_fence(void)
 void stats_flush_subtree(struct tally_stats_tree *t,
 			 struct tally_stats_group *g, bool settle);
 /*
+ * The same, unsettled, adding 1 to *@progress (if not NULL) at each lock
+ * round trip it completes: what those waiting for it watch.
+ */
+void stats_flush_counted(struct tally_stats_tree *t,
+			 struct tally_stats_group *g, uint64_t *progress);
+/*
  * After a flush, outside the design's locks: issue the barrier that lets
  * nodes leave the flush path, if some wait for one and the process issued
  * none for SETTLE_NS.
  */
 void stats_flush_settle(struct tally_stats_tree *t);
 /*
- * Return once @pushing (a CPU's count of claims being pushed, or a
- * cache's count of takers) is 0: a short spin, then futex sleeps until
- * the last one wakes it.
+ * Return once @pushing (a CPU's count of claims being pushed, a cache's
+ * count of takers, or a group's running flushes) is 0: a short spin,
+ * then futex sleeps until the last one wakes it (stats_count_leave()).
  */
 void stats_wait_for_pushes(unsigned int *pushing);
+/* Wake what sleeps in stats_wait_for_pushes(@pushing). */
+void stats_wake_waiters(unsigned int *pushing);
+/* Leave the count @pushing: the last one out wakes its waiters. */
+static inline void stats_count_leave(unsigned int *pushing)
+{
+	if (__atomic_sub_fetch(pushing, 1, __ATOMIC_SEQ_CST) ==
+	    STATS_PUSH_WAITERS)
+		stats_wake_waiters(pushing);
+}
 /*
  * Whether a flush of @g would fold nothing, without a lock: @g is a leaf,
  * idle and unlinked on every CPU.  O(nr_cpus) loads of @g's own lines.

@@ -10,59 +10,80 @@
  * TALLY design.  A leaf that no update reached since its last flush (idle
  * and out of every CPU's updated tree: stats_group_clean()) needs no
  * flush: its read touches only the leaf's own lines, however busy the
- * tree around it.  Otherwise each group carries a share (under
- * coord_lock): whether a flush of it is active, with the stamp it started
- * with, and the stamps of the last one done and of the last active one
- * done.  Stamps increase
- * with each flush started.  A reader of G arriving when the clock reads
- * `arrival` needs a flush of G or of an ancestor that started after
- * arrival (forced reads; if-needed reads also take the nearest one
- * running at arrival, once that one is done).  It
+ * tree around it.  Otherwise the reader works on its group's share
+ * (struct stats_share), a few atomic words and no lock: the stamp of the
+ * group's shared flush running (at most one at a time), a progress count
+ * that flush advances at each CPU it passes, and the stamps of the last
+ * flush done and of the last shared one done.  Stamps come from the
+ * tree's flush clock, taken by each flush as it starts.  A reader of G
+ * arriving when the clock reads `arrival` needs a flush of G or of an
+ * ancestor that started after arrival (forced reads; if-needed reads also
+ * take the nearest shared one running at arrival, once that one is done).
+ * It
  *
  *   - returns once such a flush is done (done_stamp > arrival);
- *   - otherwise waits for one of G that is active and started after
- *     arrival;
- *   - otherwise runs a flush of G itself, or, when one of G is already
- *     active (started too early), queues one behind it: the first waiter
- *     to wake runs it;
- *   - takes over when the flush it waits for takes longer than a few
- *     times what a flush of that group takes (its flusher is preempted or
- *     stopped: in userspace nothing keeps it running): it runs a flush of
- *     G alongside, which started after its arrival.
+ *   - otherwise, when no shared flush of G runs, claims it and runs it;
+ *   - otherwise waits for the shared flush of G for as long as it makes
+ *     progress: until it serves the reader, or ends (then the reader
+ *     looks again: it may claim the next).  It spins for SPIN_NS (what
+ *     a flush of a few CPUs takes), then naps on the share's futex word,
+ *     which every flush of G bumps and wakes when it is done;
+ *   - takes over as soon as a nap passed without progress (the flusher
+ *     is preempted, stopped or blocked): it runs a flush of G of its
+ *     own, alongside, which started after its arrival.
+ *
+ * No lock: a lock that kept the shares made every reader of the tree wait
+ * for whichever reader held it when it was preempted, and on a machine
+ * with more threads than CPUs a reader waiting for it was woken
+ * milliseconds after it was free.  A waiter naps rather than spins: a
+ * spinning waiter takes the CPU its preempted flusher needs, and every
+ * takeover is one more flush queueing on the engine's lock.
  *
  * Readers share the flushes of their own group only.  An ancestor's flush
  * folds more (a root flush, every updated group of the tree) and takes
- * longer than the reader's own: waiting for one made the reader wait
- * longer than flushing, and on a machine with more threads than CPUs
- * most such waits ended in a takeover (the ancestor's flusher waiting for
- * a CPU) after 200 us or more.  One that completes meanwhile still
- * serves the reader.
+ * longer than the reader's own: waiting for one makes the reader wait
+ * longer than flushing.  One that completes meanwhile still serves the
+ * reader.
  *
- * Invariant: a reader never flushes outside its own subtree (it runs only
- * flushes of G, never an ancestor's queued one), never returns stale, and
- * waits for at most two flushes of G, or for its takeover deadline, then
- * its own flush: never for a thread that does not run.  Readers of one
- * group share every flush that keeps running; readers of unrelated groups
- * never wait for each other.  Several flushes of one group may run at once
- * (takeovers): the engine allows it, and done_stamp keeps the latest.
+ * Invariant: a reader waits only for a flush of its own group that made
+ * progress during its last nap, and returns only once a flush of its
+ * group or of an ancestor that started after its arrival (or, if-needed,
+ * the one that ran at its arrival) is done: never stale, never more than
+ * a nap behind a thread that does not run.  Several flushes of one group
+ * may run at once (takeovers): the engine allows it, and done_stamp keeps
+ * the latest.
+ *
+ * Cost of a read that flushes: a fence, a load of the clock, a
+ * compare-and-swap and a few stores on the group's share line, one
+ * fetch-and-add on the clock, the flush, and a futex wake when a reader
+ * naps on it; a waiter spins SPIN_NS, then naps at most NAP_NS at a time.
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
-#include "runtime/fork.h"
+#include "runtime/inject.h"
 #include "stats_internal.h"
 
 /*
- * A reader waits for a flush it could join for TAKEOVER_FACTOR times what
- * a flush of that group takes (note_flush_time()), within [MIN, MAX]; then
- * it flushes its group itself.  In userspace a flusher can be preempted or
- * stopped at any point: a waiter must not depend on it running again.
+ * A waiter spins SPIN_NS, about what a flush of a few CPUs takes when its
+ * flusher runs (a flush about to end serves it without a sleep), reading
+ * the clock once in CLOCK_EVERY spins; then it naps NAP_NS at a time,
+ * many times what a CPU's pass takes (a lock round trip and a fold, a
+ * few microseconds), so that a flush that makes no progress during a nap
+ * is not running.
  */
-#define TAKEOVER_FACTOR 4
-#define TAKEOVER_MIN_NS 200000ull
-#define TAKEOVER_MAX_NS 20000000ull
+#define SPIN_NS 2000ull
+#define NAP_NS 200000l
+#define CLOCK_EVERY 32
+
+/* stats_share.active while its claimer takes the flush's stamp. */
+#define SHARE_CLAIMING UINT64_MAX
 
 /*
  * The count of the first level of @g's threshold chain: @g's own over
@@ -77,75 +98,150 @@ static bool over_threshold(const struct tally_stats_group *g)
 /* --- TALLY design ------------------------------------------------------- */
 
 /*
- * What a flush of the group takes when its flusher keeps running: the
- * lower envelope of the measured times, which follows a faster flush at
- * once and a slower one by 1/8 per flush, so that a flush that was
- * preempted (and took milliseconds) does not stretch the takeover wait.
- * One flush in TIMED_EVERY is timed (two clock reads): a few tens of ns
- * on flushes that take a few hundred.
+ * A flush's stamp, taken as it starts.  The fence pairs with the one a
+ * reader issues before it loads its arrival: a flush whose stamp is above
+ * the arrival loads every stat stored before the read (what the flush
+ * engine needs of a flush that starts after an update).
  */
-#define TIMED_EVERY 8
-static void note_flush_time(struct stats_share *s, uint64_t ns)
+static uint64_t take_stamp(struct tally_stats_tree *t)
 {
-	uint64_t grown = s->flush_ns + s->flush_ns / 8 + 1;
+	uint64_t stamp = __atomic_add_fetch(&t->flush_clock, 1,
+					    __ATOMIC_SEQ_CST);
 
-	s->flush_ns = ns < grown ? ns : grown;
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	return stamp;
+}
+
+/* Raise *@p to @v if below: done_stamp keeps the latest flush done. */
+static void raise_to(uint64_t *p, uint64_t v)
+{
+	uint64_t old = __atomic_load_n(p, __ATOMIC_RELAXED);
+
+	while (old < v && !__atomic_compare_exchange_n(p, &old, v, true,
+						       __ATOMIC_RELEASE,
+						       __ATOMIC_RELAXED))
+		;
+}
+
+/* Wake the readers napping on @s (watch()): a flush of the group is done. */
+static void wake_watchers(struct stats_share *s)
+{
+	__atomic_add_fetch(&s->seq, 1, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&s->sleepers, __ATOMIC_SEQ_CST))
+		syscall(SYS_futex, &s->seq, FUTEX_WAKE_PRIVATE, INT_MAX, NULL,
+			NULL, 0);
 }
 
 /*
- * Run a flush of @a; coord_lock held, dropped during the flush.  @shared:
- * the one readers join (active); otherwise a takeover, alongside it.
- * Stamps may complete out of order: done_stamp keeps the highest.
+ * Run a flush of @a with @stamp.  @shared: the one readers watch (its
+ * stamp in active, its progress counted); otherwise a takeover, alongside
+ * it.  The releases order the fold before what readers load to return.
  */
 static void run_flush(struct tally_stats_tree *t, struct tally_stats_group *a,
-		      bool shared)
+		      uint64_t stamp, bool shared)
 {
-	uint64_t stamp = ++t->flush_clock, start = 0;
-	bool timed = !(a->share.timed++ % TIMED_EVERY);
+	struct stats_share *s = &a->share;
 
-	if (timed)
-		start = stats_mono_ns();
+	__atomic_add_fetch(&s->running, 1, __ATOMIC_RELAXED);
+	stats_flush_counted(t, a, shared ? &s->progress : NULL);
+	tally_inject(TALLY_INJECT_STATS_FLUSH_DONE);
+	raise_to(&s->done_stamp, stamp);
 	if (shared) {
-		a->share.active = true;
-		a->share.active_stamp = stamp;
+		__atomic_store_n(&s->active_done, stamp, __ATOMIC_RELEASE);
+		__atomic_store_n(&s->active, 0, __ATOMIC_RELEASE);
 	}
-	a->share.running++;
-	pthread_mutex_unlock(&t->coord_lock);
-	stats_flush_subtree(t, a, false);
-	pthread_mutex_lock(&t->coord_lock);
-	if (timed)
-		note_flush_time(&a->share, stats_mono_ns() - start);
-	a->share.running--;
-	if (a->share.done_stamp < stamp)
-		a->share.done_stamp = stamp;
-	if (shared) {
-		a->share.active = false;
-		a->share.active_done = stamp;
-	}
-	pthread_cond_broadcast(&a->share.cond);
+	wake_watchers(s);
+	stats_count_leave(&s->running);
 }
 
 /*
- * Until when a reader waits for the flush of @a before it takes over: a
- * few times what a flush of @a takes when its flusher keeps running.
+ * Claim @g's shared flush and run it, if none runs.  The claim comes
+ * before the stamp, so that shared flushes of a group take their stamps
+ * in the order they run: active_done then tells whether a given one is
+ * done.
  */
-static struct timespec takeover_deadline(const struct tally_stats_group *a)
+static bool claim_and_run(struct tally_stats_tree *t,
+			  struct tally_stats_group *g)
 {
-	uint64_t wait = TAKEOVER_FACTOR * a->share.flush_ns;
-	uint64_t at = stats_mono_ns() +
-		      (wait < TAKEOVER_MIN_NS ? TAKEOVER_MIN_NS :
-		       wait > TAKEOVER_MAX_NS ? TAKEOVER_MAX_NS : wait);
+	uint64_t none = 0, stamp;
 
-	return (struct timespec){ .tv_sec = (time_t)(at / 1000000000ull),
-				  .tv_nsec = (long)(at % 1000000000ull) };
+	if (!__atomic_compare_exchange_n(&g->share.active, &none,
+					 SHARE_CLAIMING, false,
+					 __ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
+		return false;
+	stamp = take_stamp(t);
+	__atomic_store_n(&g->share.active, stamp, __ATOMIC_RELEASE);
+	run_flush(t, g, stamp, true);
+	return true;
+}
+
+/* What a reader of @g waits for (see the top of the file). */
+struct wanted {
+	uint64_t arrival;
+	const struct tally_stats_group *cover;	/* if-needed: running at arrival */
+	uint64_t cover_stamp;
+};
+
+static bool served(const struct tally_stats_group *g, const struct wanted *w)
+{
+	for (const struct tally_stats_group *a = g; a; a = a->parent)
+		if (__atomic_load_n(&a->share.done_stamp, __ATOMIC_ACQUIRE) >
+		    w->arrival)
+			return true;
+	return w->cover && __atomic_load_n(&w->cover->share.active_done,
+					   __ATOMIC_ACQUIRE) >= w->cover_stamp;
+}
+
+static bool watch_ends(const struct tally_stats_group *g, uint64_t active,
+		       const struct wanted *w)
+{
+	return served(g, w) ||
+	       __atomic_load_n(&g->share.active, __ATOMIC_ACQUIRE) != active;
+}
+
+/*
+ * Watch @g's shared flush @active until the reader is served or that
+ * flush ends (true), or it made no progress during a whole nap (false).
+ * A spin of SPIN_NS first serves a flush about to end; then naps of at
+ * most NAP_NS on the share's seq, which every flush of the group bumps,
+ * waking the nappers, when it is done.
+ */
+static bool watch(struct tally_stats_group *g, uint64_t active,
+		  const struct wanted *w)
+{
+	struct stats_share *s = &g->share;
+	uint64_t seen = __atomic_load_n(&s->progress, __ATOMIC_RELAXED);
+	uint64_t until = stats_mono_ns() + SPIN_NS;
+	const struct timespec nap = { 0, NAP_NS };
+
+	for (unsigned int spins = 1; !watch_ends(g, active, w); spins++) {
+		uint32_t seq;
+		uint64_t p;
+
+		__builtin_ia32_pause();
+		if (spins % CLOCK_EVERY || stats_mono_ns() < until)
+			continue;
+		/* Counted before the seq is loaded: wake_watchers(). */
+		__atomic_add_fetch(&s->sleepers, 1, __ATOMIC_SEQ_CST);
+		seq = __atomic_load_n(&s->seq, __ATOMIC_SEQ_CST);
+		if (!watch_ends(g, active, w))
+			syscall(SYS_futex, &s->seq, FUTEX_WAIT_PRIVATE, seq,
+				&nap, NULL, 0);
+		__atomic_sub_fetch(&s->sleepers, 1, __ATOMIC_RELAXED);
+		if (watch_ends(g, active, w))
+			break;
+		p = __atomic_load_n(&s->progress, __ATOMIC_RELAXED);
+		if (p == seen)
+			return false;
+		seen = p;
+	}
+	return true;
 }
 
 static bool tally_flush(struct tally_stats_group *g, bool fresh)
 {
 	struct tally_stats_tree *t = g->tree;
-	struct tally_stats_group *cover = NULL;
-	struct timespec deadline = { 0, 0 };
-	uint64_t arrival, cover_stamp = 0;
+	struct wanted w = { 0 };
 	bool waited = false;
 
 	/*
@@ -158,108 +254,75 @@ static bool tally_flush(struct tally_stats_group *g, bool fresh)
 		stats_count_clean_read(t);
 		return false;
 	}
-	pthread_mutex_lock(&t->coord_lock);
-	arrival = t->flush_clock;
+	/* The stats stored before the read, before the arrival: take_stamp(). */
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	w.arrival = __atomic_load_n(&t->flush_clock, __ATOMIC_SEQ_CST);
 	/*
-	 * Not fresh: the nearest covering flush already running serves too,
+	 * Not fresh: the nearest shared flush already running serves too,
 	 * once it is done: that one, not any flush that started after it
 	 * (and maybe ended before our arrival).
 	 */
-	for (struct tally_stats_group *a = g; !fresh && !cover && a;
-	     a = a->parent)
-		if (a->share.active) {
-			cover = a;
-			cover_stamp = a->share.active_stamp;
+	for (const struct tally_stats_group *a = g; !fresh && a; a = a->parent) {
+		uint64_t active = __atomic_load_n(&a->share.active,
+						  __ATOMIC_ACQUIRE);
+
+		if (active && active != SHARE_CLAIMING) {
+			w.cover = a;
+			w.cover_stamp = active;
+			break;
 		}
-	for (;;) {
-		for (struct tally_stats_group *a = g; a; a = a->parent)
-			if (a->share.done_stamp > arrival)
-				goto done;
-		if (cover && cover->share.active_done >= cover_stamp)
-			goto done;
-		if (!g->share.active) {
-			run_flush(t, g, true);
+	}
+	while (!served(g, &w)) {
+		uint64_t active = __atomic_load_n(&g->share.active,
+						  __ATOMIC_ACQUIRE);
+
+		if (!active) {
+			claim_and_run(t, g);
 			continue;
 		}
 		/*
 		 * G's flush (not an ancestor's: see "Readers share" above):
 		 * one that started after arrival, or the covering one, serves
 		 * us when done; one that started earlier, once it ends, lets
-		 * the first waiter to wake run the next.
+		 * a reader claim the next.
 		 */
-		if (!waited)
-			deadline = takeover_deadline(g);
 		waited = true;
-		if (pthread_cond_clockwait(&g->share.cond, &t->coord_lock,
-					   CLOCK_MONOTONIC,
-					   &deadline) == ETIMEDOUT) {
+		if (!watch(g, active, &w)) {
 			/* Its flusher is preempted or stopped: ours is fresh. */
 			stats_count_info(&t->info.takeovers, 1);
-			run_flush(t, g, false);
+			run_flush(t, g, take_stamp(t), false);
 		}
 	}
-done:
-	pthread_mutex_unlock(&t->coord_lock);
 	if (waited)
 		stats_count_info(&t->info.shared_waits, 1);
 	return true;
 }
 
-/* No reader may still wait on a share of @g once it is freed. */
+/* No flush of @g may still run once it is freed (a takeover's reader may
+ * have returned while the flush it took over still runs). */
 static void tally_retire(struct tally_stats_group *g)
 {
-	struct tally_stats_tree *t = g->tree;
-
-	pthread_mutex_lock(&t->coord_lock);
-	while (g->share.running)
-		pthread_cond_wait(&g->share.cond, &t->coord_lock);
-	pthread_mutex_unlock(&t->coord_lock);
+	stats_wait_for_pushes(&g->share.running);
 }
 
-static void tally_fork_prepare(struct tally_stats_tree *t)
-{
-	pthread_mutex_lock(&t->coord_lock);
-}
-
-static void tally_fork_parent(struct tally_stats_tree *t)
-{
-	pthread_mutex_unlock(&t->coord_lock);
-}
-
-/* The flushes and waiters of shares were the parent's other threads. */
+/* The flushes of shares were the parent's other threads. */
 static void forget_share(struct tally_stats_group *g, void *arg)
 {
 	(void)arg;
-	g->share.active = false;
+	g->share.active = 0;
 	g->share.running = 0;
-	pthread_cond_init(&g->share.cond, NULL);
+	g->share.sleepers = 0;
 }
 
 static void tally_fork_child(struct tally_stats_tree *t)
 {
-	tally_mutex_reset(&t->coord_lock);
 	stats_for_each_group(t, forget_share, NULL);
-}
-
-static int tally_init(struct tally_stats_tree *t)
-{
-	pthread_mutex_init(&t->coord_lock, NULL);
-	return 0;
-}
-
-static void tally_fini(struct tally_stats_tree *t)
-{
-	pthread_mutex_destroy(&t->coord_lock);
 }
 
 const struct stats_design_ops stats_design_tally = {
 	.name = "tally",
-	.init = tally_init,
-	.fini = tally_fini,
 	.flush = tally_flush,
 	.retire = tally_retire,
-	.fork_prepare = tally_fork_prepare,
-	.fork_parent = tally_fork_parent,
 	.fork_child = tally_fork_child,
 };
 

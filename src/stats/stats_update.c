@@ -41,12 +41,8 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <limits.h>
-#include <linux/futex.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include "runtime/inject.h"
 #include "stats_internal.h"
@@ -54,21 +50,6 @@
 #ifdef __SANITIZE_THREAD__
 #include <sanitizer/tsan_interface.h>
 #endif
-
-/*
- * Wake flushers blocked on @pushing once its count fell to 0 (or a destroy
- * blocked on a cache's stealing count).
- */
-static void wake_flushers(unsigned int *pushing)
-{
-	unsigned int waiters = STATS_PUSH_WAITERS;
-
-	/* A later pusher that got in first wakes them when it is done. */
-	if (__atomic_compare_exchange_n(pushing, &waiters, 0, false,
-					__ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
-		syscall(SYS_futex, pushing, FUTEX_WAKE_PRIVATE, INT_MAX, NULL,
-			NULL, 0);
-}
 
 /*
  * Push (g, cpu) on the CPU's list, once until a pop and a flush make it
@@ -99,9 +80,7 @@ static void queue_update(struct tally_stats_group *g, struct stats_pcpu *pc,
 						      __ATOMIC_RELEASE,
 						      __ATOMIC_RELAXED));
 	}
-	if (__atomic_sub_fetch(pushing, 1, __ATOMIC_SEQ_CST) ==
-	    STATS_PUSH_WAITERS)
-		wake_flushers(pushing);
+	stats_count_leave(pushing);
 }
 
 /*
@@ -411,9 +390,7 @@ static __attribute__((noinline)) void steal(struct tally_stats_group *g,
 #endif
 	if (old && old != g && old != STATS_HCACHE_EVICTED)
 		hcache_release(old, at);
-	if (__atomic_sub_fetch(&hc->stealing, 1, __ATOMIC_SEQ_CST) ==
-	    STATS_PUSH_WAITERS)
-		wake_flushers(&hc->stealing);
+	stats_count_leave(&hc->stealing);
 }
 
 /*

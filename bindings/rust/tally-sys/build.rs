@@ -24,7 +24,10 @@ fn main() {
     println!("cargo:rustc-link-lib=pthread");
     println!("cargo:rustc-link-lib=m");
     if let Some(dir) = env::var_os("TALLY_LIB_DIR") {
-        println!("cargo:rustc-link-search=native={}", Path::new(&dir).display());
+        println!(
+            "cargo:rustc-link-search=native={}",
+            Path::new(&dir).display()
+        );
         println!("cargo:rustc-link-lib=static=tally");
         return;
     }
@@ -51,7 +54,10 @@ fn main() {
     );
 
     let mut build = cc::Build::new();
-    build.warnings(false).extra_warnings(false).cargo_metadata(false);
+    build
+        .warnings(false)
+        .extra_warnings(false)
+        .cargo_metadata(false);
     let mut libs = Vec::new();
     for line in String::from_utf8(listing.stdout).unwrap().lines() {
         let Some((kind, value)) = line.split_once(' ') else {
@@ -86,9 +92,11 @@ fn main() {
         .arg("-o")
         .arg(&combined)
         .args(&objects));
-    run(Command::new(env::var("OBJCOPY").unwrap_or_else(|_| "objcopy".into()))
-        .args(["--wildcard", "--keep-global-symbol=tally_*"])
-        .arg(&combined));
+    run(
+        Command::new(env::var("OBJCOPY").unwrap_or_else(|_| "objcopy".into()))
+            .args(["--wildcard", "--keep-global-symbol=tally_*"])
+            .arg(&combined),
+    );
     run(Command::new(env::var("AR").unwrap_or_else(|_| "ar".into()))
         .arg("rcs")
         .arg(&lib)

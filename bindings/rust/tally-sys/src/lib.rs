@@ -289,8 +289,11 @@ extern "C" {
         out: *mut *mut tally_stats_group,
     ) -> c_int;
     pub fn tally_stats_group_destroy(g: *mut tally_stats_group) -> c_int;
-    pub fn tally_stats_group_path(g: *const tally_stats_group, buf: *mut c_char, len: usize)
-        -> c_int;
+    pub fn tally_stats_group_path(
+        g: *const tally_stats_group,
+        buf: *mut c_char,
+        len: usize,
+    ) -> c_int;
     pub fn tally_stats_mod(g: *mut tally_stats_group, stat: c_uint, delta: c_long) -> c_int;
     pub fn tally_stats_read(
         g: *mut tally_stats_group,
@@ -306,8 +309,7 @@ extern "C" {
         len: usize,
     ) -> c_int;
     pub fn tally_stats_flush(g: *mut tally_stats_group) -> c_int;
-    pub fn tally_stats_tree_info(t: *const tally_stats_tree, info: *mut tally_stats_info)
-        -> c_int;
+    pub fn tally_stats_tree_info(t: *const tally_stats_tree, info: *mut tally_stats_info) -> c_int;
 
     // tally/memcg.h
     pub fn tally_memcg_tree_create(
@@ -330,8 +332,11 @@ extern "C" {
     pub fn tally_memcg_get(g: *mut tally_memcg);
     pub fn tally_memcg_put(g: *mut tally_memcg);
     pub fn tally_memcg_path(g: *const tally_memcg, buf: *mut c_char, len: usize) -> c_int;
-    pub fn tally_memcg_set_limit(g: *mut tally_memcg, which: tally_memcg_limit, bytes: c_long)
-        -> c_int;
+    pub fn tally_memcg_set_limit(
+        g: *mut tally_memcg,
+        which: tally_memcg_limit,
+        bytes: c_long,
+    ) -> c_int;
     pub fn tally_memcg_get_limits(g: *const tally_memcg, out: *mut tally_memcg_limits) -> c_int;
     pub fn tally_memcg_charge_extern(g: *mut tally_memcg, bytes: c_long, flags: c_uint) -> c_int;
     pub fn tally_memcg_uncharge_extern(g: *mut tally_memcg, bytes: c_long) -> c_int;
@@ -342,8 +347,11 @@ extern "C" {
     ) -> c_int;
     pub fn tally_memcg_peak(g: *mut tally_memcg, reset: bool) -> c_long;
     pub fn tally_memcg_drain(g: *mut tally_memcg) -> c_int;
-    pub fn tally_memcg_stat_mod(g: *mut tally_memcg, item: tally_memcg_stat, delta: c_long)
-        -> c_int;
+    pub fn tally_memcg_stat_mod(
+        g: *mut tally_memcg,
+        item: tally_memcg_stat,
+        delta: c_long,
+    ) -> c_int;
     pub fn tally_memcg_stat_read(
         g: *mut tally_memcg,
         item: tally_memcg_stat,
@@ -353,8 +361,11 @@ extern "C" {
     ) -> c_int;
     pub fn tally_memcg_stat_name(item: tally_memcg_stat) -> *const c_char;
     pub fn tally_memcg_stats_tree(t: *mut tally_memcg_tree) -> *mut tally_stats_tree;
-    pub fn tally_memcg_events(g: *const tally_memcg, hier: *mut c_long, local: *mut c_long)
-        -> c_int;
+    pub fn tally_memcg_events(
+        g: *const tally_memcg,
+        hier: *mut c_long,
+        local: *mut c_long,
+    ) -> c_int;
     pub fn tally_memcg_event_name(ev: tally_memcg_event) -> *const c_char;
     pub fn tally_memcg_events_fd(g: *mut tally_memcg) -> c_int;
     pub fn tally_memcg_render(
@@ -364,8 +375,7 @@ extern "C" {
         buf: *mut c_char,
         len: usize,
     ) -> c_int;
-    pub fn tally_memcg_tree_info(t: *const tally_memcg_tree, out: *mut tally_memcg_info)
-        -> c_int;
+    pub fn tally_memcg_tree_info(t: *const tally_memcg_tree, out: *mut tally_memcg_info) -> c_int;
 
     // tally/memcg_current.h
     pub fn tally_memcg_current() -> *mut tally_memcg;

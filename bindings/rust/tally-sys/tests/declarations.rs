@@ -135,8 +135,10 @@ fn parse(src: &str) -> Decls {
                 .insert(part[i + 9..].split_once(" =").unwrap().0.to_owned());
         } else if let Some(c) = part.find("pub const ").map(|i| &part[i + 10..]) {
             let (name, rest) = c.split_once(':').unwrap();
-            d.consts
-                .push((name.to_owned(), rest.split_once('=').unwrap().1.trim().to_owned()));
+            d.consts.push((
+                name.to_owned(),
+                rest.split_once('=').unwrap().1.trim().to_owned(),
+            ));
         } else if let Some(i) = part.find("pub fn ") {
             let f = &part[i + 7..];
             let name = f[..f.find('(').unwrap()].to_owned();
@@ -325,7 +327,8 @@ fn every_declaration_has_the_headers_type() {
 #[test]
 fn a_wrong_declaration_is_caught() {
     // The check can fail: a parameter's type changed is a conflict.
-    let src = "extern \"C\" { pub fn tally_memcg_peak(g: *mut tally_memcg, reset: c_int) -> c_long; }\n\
+    let src =
+        "extern \"C\" { pub fn tally_memcg_peak(g: *mut tally_memcg, reset: c_int) -> c_long; }\n\
                #[repr(C)] pub struct tally_memcg { _private: [u8; 0], }";
     let d = parse(src);
     let (name, params, ret) = &d.fns[0];

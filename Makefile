@@ -352,8 +352,10 @@ $(BUILD)/examples/tenant_server: examples/tenant_server.c $(PUBLIC_HEADERS) \
 # and the tool's output in the docs up to date, every function's Context),
 # scripts/check-readme.sh (the docs' programs compile and run) and
 # scripts/check-prometheus.sh (a real Prometheus server scrapes
-# examples/http_endpoint.c), and prints the closing "N passed, N failed"
-# line.  The packages it needs are named, then installed, by
+# examples/http_endpoint.c), scripts/check-rust.sh (the Rust bindings of
+# bindings/rust, compiled before the runner starts, into
+# ~/.cache/tally/cargo-target), and prints the closing "N passed, N
+# failed" line.  The packages it needs are named, then installed, by
 # scripts/ensure-deps.sh; promtool and the Prometheus server are only
 # unpacked into build/tools, never installed.
 test: deps
@@ -366,6 +368,7 @@ test: deps
 		SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all -DTALLY_DEBUG -DTALLY_INJECT" tests
 	$(MAKE) --no-print-directory BUILD=build/tsan HTTP=yes JEMALLOC=yes OPT="-O1 -g" \
 		SAN="-fsanitize=thread -Wno-tsan" tests
+	@sh scripts/check-rust.sh --build
 	@sh scripts/run-tests.sh
 
 check: test

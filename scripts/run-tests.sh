@@ -60,6 +60,10 @@
 #                             protocol, the grace domain) verify with
 #                             spin, reach every path they name, and
 #                             their mutants are rejected.
+#   scripts/check-rust.sh     the Rust bindings (bindings/rust): rustfmt,
+#                             clippy -D warnings, cargo test (one line
+#                             per test), the per_query example's output;
+#                             without cargo it says what it skips.
 # Sanitizer runs get TALLY_TEST_SCALE=0.5 (fewer iterations, shorter
 # stress runs).  Each binary has TALLY_TEST_TIMEOUT seconds (600).
 #
@@ -166,6 +170,7 @@ run_set cxx scripts/check-cxx.sh
 run_set readme scripts/check-readme.sh
 run_set prometheus scripts/check-prometheus.sh
 run_set spin scripts/check-spin.sh
+run_set rust scripts/check-rust.sh
 
 echo "$total_passed passed, $total_failed failed"
 [ "$total_failed" -eq 0 ]

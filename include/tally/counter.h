@@ -275,6 +275,21 @@ static inline void tally_counter_add(struct tally_counter *c, long inc)
 }
 
 /**
+ * tally_counter_add_extern() - tally_counter_add() as a function of the
+ *	library.
+ * @c: an initialized counter.
+ * @inc: the increment.
+ *
+ * The same fast path compiled into libtally, for callers that cannot
+ * compile the header's inline functions (another language's foreign
+ * function interface, a dlsym() lookup): one call more than the inline
+ * sequence.
+ *
+ * Context: as tally_counter_add().
+ */
+void tally_counter_add_extern(struct tally_counter *c, long inc);
+
+/**
  * tally_counter_add_cpu() - add @inc on simulated CPU @cpu.
  * @c: a counter on a simulated domain.
  * @cpu: a CPU below the domain's count.

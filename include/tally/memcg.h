@@ -1152,6 +1152,42 @@ static inline int tally_memcg_uncharge(struct tally_memcg *g, long bytes)
 	return tally_memcg_uncharge_slow_(g, bytes);
 }
 
+/**
+ * tally_memcg_charge_extern() - tally_memcg_charge() as a function of the
+ *	library.
+ * @g: as for tally_memcg_charge().
+ * @bytes: as for tally_memcg_charge().
+ * @flags: as for tally_memcg_charge().
+ *
+ * The same fast path compiled into libtally, for callers that cannot
+ * compile the header's inline functions (another language's foreign
+ * function interface, a dlsym() lookup): one call more than the inline
+ * sequence.
+ *
+ * Context: as tally_memcg_charge().
+ *
+ * Return: as tally_memcg_charge().
+ */
+TALLY_MUST_CHECK_
+int tally_memcg_charge_extern(struct tally_memcg *g, long bytes,
+			      unsigned int flags);
+
+/**
+ * tally_memcg_uncharge_extern() - tally_memcg_uncharge() as a function of
+ *	the library.
+ * @g: as for tally_memcg_uncharge().
+ * @bytes: as for tally_memcg_uncharge().
+ *
+ * The same fast path compiled into libtally, for callers that cannot
+ * compile the header's inline functions: one call more than the inline
+ * sequence.
+ *
+ * Context: as tally_memcg_uncharge().
+ *
+ * Return: as tally_memcg_uncharge().
+ */
+int tally_memcg_uncharge_extern(struct tally_memcg *g, long bytes);
+
 #ifdef __cplusplus
 }
 #endif

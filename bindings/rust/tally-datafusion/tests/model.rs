@@ -192,11 +192,8 @@ fn concurrent_operations_never_refuse_what_fits_never_overshoot_and_end_exact() 
                 for (t, (r, _)) in results.iter().enumerate() {
                     by_query[t % 2] += r.size();
                 }
-                for q in 0..2 {
-                    assert_eq!(
-                        s.queries[q].group().usage(ReadMode::Drain).value,
-                        by_query[q]
-                    );
+                for (query, held) in s.queries.iter().zip(by_query) {
+                    assert_eq!(query.group().usage(ReadMode::Drain).value, held);
                 }
                 if overcommit {
                     println!(

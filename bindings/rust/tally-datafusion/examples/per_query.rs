@@ -52,8 +52,15 @@ fn serve_metrics(pool: TallyMemoryPool) -> std::io::Result<String> {
 }
 
 fn answer(pool: &TallyMemoryPool, mut stream: TcpStream) -> std::io::Result<()> {
+    let mut reader = BufReader::new(&stream);
     let mut request_line = String::new();
-    BufReader::new(&stream).read_line(&mut request_line)?;
+    reader.read_line(&mut request_line)?;
+    // The whole request before the answer: a socket closed with bytes
+    // of it unread resets the connection under the client's read.
+    let mut header = String::new();
+    while reader.read_line(&mut header)? > 0 && header.trim_end() != "" {
+        header.clear();
+    }
     let (status, body) = if request_line.starts_with("GET /metrics ") {
         match pool.metrics(ExportFormat::Prometheus) {
             Ok(text) => ("200 OK", text),

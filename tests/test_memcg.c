@@ -1794,6 +1794,51 @@ TEST(stats_of_a_destroyed_group_stay_in_its_ancestors_and_later_go_to_them)
 	tally_memcg_tree_destroy(t);
 }
 
+/*
+ * A query's group: created, charged, its stats updated, destroyed, the
+ * charge uncharged through the dead handle, put.  Nothing racing: the
+ * destroy's grace period ends at once, its fold finds every update, and
+ * neither it nor the free needs a process-wide barrier.
+ */
+TEST(destroying_quiet_groups_loses_no_stat_and_issues_no_barrier)
+{
+	struct tally_memcg_tree *t = util_memcg_tree(NULL, 0);
+	struct tally_memcg *p, *q, *held = NULL;
+	struct tally_memcg_info info;
+	uint64_t barriers;
+	long hier, local, want = 0;
+
+	REQUIRE(chain_new(t, &p, &q));
+	barriers = util_stats_info(tally_memcg_stats_tree(t)).barriers;
+	for (int i = 0; i < 1000; i++) {
+		char name[16];
+
+		snprintf(name, sizeof(name), "q%d", i);
+		REQUIRE(tally_memcg_create(p, name, &q) == 0);
+		CHECK_EQ_LONG(tally_memcg_charge(q, 4 * 4096, 0), 0);
+		CHECK_EQ_LONG(tally_memcg_stat_mod(q, TALLY_MEMCG_ANON, i), 0);
+		want += i;
+		CHECK_EQ_LONG(tally_memcg_destroy(q), 0);
+		tally_memcg_uncharge(q, 4 * 4096);
+		/* Every tenth kept a while: its stats wait for no put. */
+		if (held)
+			tally_memcg_put(held);
+		held = i % 10 ? NULL : q;
+		if (!held)
+			tally_memcg_put(q);
+	}
+	tally_memcg_put(held);
+	CHECK_EQ_LONG(util_stats_info(tally_memcg_stats_tree(t)).barriers,
+		      (long)barriers);
+	CHECK_EQ_LONG(tally_memcg_stat_read(p, TALLY_MEMCG_ANON,
+					    TALLY_FLUSH_FORCE, &hier, &local), 0);
+	CHECK_EQ_LONG(hier, want);
+	CHECK_EQ_LONG(local, 0);	/* its children's, not its own */
+	CHECK_EQ_LONG(tally_memcg_tree_info(t, &info), 0);
+	CHECK_EQ_LONG(info.zombies, 0);
+	tally_memcg_tree_destroy(t);
+}
+
 TEST(the_oom_policy_of_the_level_whose_max_was_hit_is_the_one_run)
 {
 	struct tally_memcg_tree *t = exact_tree();

@@ -102,7 +102,7 @@ static void group_release(struct grace_node *node)
 		((char *)node - offsetof(struct tally_memcg, free_node));
 	struct tally_memcg *parent = g->parent, *next = g->next_sibling;
 
-	stats_group_finish(g->stats);
+	stats_group_finish(g->stats, true);
 	group_free(g->tree, g);
 	/* Only destroyed groups are released: unlinked, with these refs. */
 	if (next)
@@ -120,7 +120,7 @@ static void group_fold_late(struct grace_node *node)
 	struct tally_memcg *g = (struct tally_memcg *)
 		((char *)node - offsetof(struct tally_memcg, fold_node));
 
-	stats_group_fold(g->stats);
+	stats_group_fold(g->stats, true);
 	__atomic_store_n(&g->folded_late, 1, __ATOMIC_RELEASE);
 	memcg_put(g);
 }
@@ -280,7 +280,7 @@ void tally_memcg_tree_destroy(struct tally_memcg_tree *t)
 	for (g = t->all; g; g = next) {
 		next = g->next_all;
 		if (g->dead)
-			stats_group_finish(g->stats);
+			stats_group_finish(g->stats, true);
 		group_free(t, g);
 	}
 	for (g = t->graveyard; g; g = next) {
@@ -491,13 +491,13 @@ out:
 		 * Its stats in its ancestors' hierarchical values once the
 		 * updates in flight have landed: at once when none runs (the
 		 * poll below ends the grace period), else now and once more
-		 * then.  One flush, and its barrier, for a quiet group.
+		 * then.  One flush, and no barrier, for a quiet group.
 		 */
 		__atomic_add_fetch(&g->refs, 1, __ATOMIC_RELAXED);
 		grace_retire(&t->grace, &g->fold_node, group_fold_late);
 		grace_poll(&t->grace);
 		if (!__atomic_load_n(&g->folded_late, __ATOMIC_ACQUIRE))
-			stats_group_fold(g->stats);
+			stats_group_fold(g->stats, false);
 		memcg_put(g);		/* the tree's reference */
 		grace_poll(&t->grace);
 	}

@@ -209,23 +209,27 @@ static struct tally_stats_group *walk_next(struct tally_stats_group *g,
 
 /*
  * Pass 1 on one CPU, flush_lock held: G's updated subtree made idle (each
- * node noting its mark).
+ * node noting its mark).  @quiesced: every update of G itself happened
+ * before this flush and none follows, so no update can have missed G's
+ * node: it is settled at once, even if an earlier flush made it idle.
  */
 static void mark_cpu(struct tally_stats_group *g, unsigned int cpu,
-		     bool immediate)
+		     bool immediate, bool quiesced)
 {
 	struct tally_stats_group *n, *next;
 
 	for (n = walk_first(g, cpu); n; n = next) {
 		int linked = QUEUE_LINKED;
+		bool settled = immediate || (quiesced && n == g);
 
 		next = walk_next(g, n, cpu);
 		/* Not a listed one: it is (being) pushed again. */
 		if (__atomic_compare_exchange_n(&pcpu_of(n, cpu)->queued,
 						&linked, QUEUE_IDLE, false,
 						__ATOMIC_SEQ_CST,
-						__ATOMIC_RELAXED))
-			fpcpu_of(n, cpu)->marked = stats_barrier_mark(immediate);
+						__ATOMIC_RELAXED) ||
+		    (quiesced && n == g))
+			fpcpu_of(n, cpu)->marked = stats_barrier_mark(settled);
 	}
 }
 
@@ -386,7 +390,7 @@ static uint64_t fold_cpu(struct tally_stats_group *g, unsigned int cpu,
  */
 static uint64_t flush_cpu(struct tally_stats_tree *t,
 			  struct tally_stats_group *g, unsigned int cpu,
-			  bool mark, bool fold, bool immediate)
+			  bool mark, bool fold, bool immediate, bool quiesced)
 {
 	bool unsettled = false;
 	uint64_t visited = 0;
@@ -397,7 +401,7 @@ static uint64_t flush_cpu(struct tally_stats_tree *t,
 	pthread_mutex_lock(&t->flush_lock);
 	pop_updates(t, cpu);
 	if (mark)
-		mark_cpu(g, cpu, immediate);
+		mark_cpu(g, cpu, immediate, quiesced);
 	if (mark && fold && immediate)
 		__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	if (fold)
@@ -408,8 +412,11 @@ static uint64_t flush_cpu(struct tally_stats_tree *t,
 	return visited;
 }
 
+/* What a flush leaves behind (stats_internal.h). */
+enum flush_mode { FLUSH_PLAIN, FLUSH_SETTLED, FLUSH_QUIESCED };
+
 static void flush_subtree(struct tally_stats_tree *t,
-			  struct tally_stats_group *g, bool settle,
+			  struct tally_stats_group *g, enum flush_mode mode,
 			  uint64_t *progress)
 {
 	unsigned int nr = t->domain->nr_cpus;
@@ -420,16 +427,18 @@ static void flush_subtree(struct tally_stats_tree *t,
 
 	__atomic_store_n(&g->over, 0, __ATOMIC_RELAXED);
 	zero_over(t, g, progress);
-	if (settle && !immediate) {
+	if (mode == FLUSH_SETTLED && !immediate) {
 		for (unsigned int cpu = 0; cpu < nr; cpu++)
-			flush_cpu(t, g, cpu, true, false, false);
+			flush_cpu(t, g, cpu, true, false, false, false);
 		tally_inject(TALLY_INJECT_FLUSH_BETWEEN_PASSES);
 		stats_barrier_ticketed(t);
 		for (unsigned int cpu = 0; cpu < nr; cpu++)
-			visited += flush_cpu(t, g, cpu, false, true, false);
+			visited += flush_cpu(t, g, cpu, false, true, false,
+					     false);
 	} else {
 		for (unsigned int cpu = 0; cpu < nr; cpu++) {
-			visited += flush_cpu(t, g, cpu, true, true, immediate);
+			visited += flush_cpu(t, g, cpu, true, true, immediate,
+					     mode == FLUSH_QUIESCED);
 			tick(progress);
 			if (!cpu)
 				tally_inject(TALLY_INJECT_FLUSH_BETWEEN_PASSES);
@@ -446,13 +455,19 @@ static void flush_subtree(struct tally_stats_tree *t,
 void stats_flush_subtree(struct tally_stats_tree *t,
 			 struct tally_stats_group *g, bool settle)
 {
-	flush_subtree(t, g, settle, NULL);
+	flush_subtree(t, g, settle ? FLUSH_SETTLED : FLUSH_PLAIN, NULL);
+}
+
+void stats_flush_quiesced(struct tally_stats_tree *t,
+			  struct tally_stats_group *g)
+{
+	flush_subtree(t, g, FLUSH_QUIESCED, NULL);
 }
 
 void stats_flush_counted(struct tally_stats_tree *t,
 			 struct tally_stats_group *g, uint64_t *progress)
 {
-	flush_subtree(t, g, false, progress);
+	flush_subtree(t, g, FLUSH_PLAIN, progress);
 }
 
 /*

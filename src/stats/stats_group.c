@@ -250,20 +250,31 @@ int stats_group_detach(struct tally_stats_group *g)
 	return 0;
 }
 
-void stats_group_fold(struct tally_stats_group *g)
+void stats_group_fold(struct tally_stats_group *g, bool quiesced)
 {
 	/* No CPU's hint cache names it any more; its hints went up. */
 	stats_hcache_evict(g);
-	stats_flush_subtree(g->tree, g, true);
+	if (quiesced)
+		stats_flush_quiesced(g->tree, g);
+	else
+		stats_flush_subtree(g->tree, g, false);
 }
 
-void stats_group_finish(struct tally_stats_group *g)
+void stats_group_finish(struct tally_stats_group *g, bool children_finished)
 {
 	struct tally_stats_tree *t = g->tree;
 
-	/* After this fold and the quiesce, g is linked on no CPU and no
-	 * flusher holds it. */
-	stats_group_fold(g);
+	/*
+	 * After this fold and the quiesce, g is linked on no CPU and no
+	 * flusher holds it.  A group an earlier fold left clean (a memory
+	 * group's, folded quiesced a grace period after its last update)
+	 * needs no second fold: it would cost a barrier and fold nothing.
+	 * Unless its children have all finished: a detached child's fold
+	 * still links its parent when it pops the child's updates.
+	 */
+	stats_hcache_evict(g);
+	if (!children_finished || !stats_group_clean(g))
+		stats_flush_subtree(t, g, true);
 	stats_flush_quiesce(t);
 	if (t->ops->retire)
 		t->ops->retire(g);
@@ -284,7 +295,7 @@ int tally_stats_group_destroy(struct tally_stats_group *g)
 	int err = stats_group_detach(g);
 
 	if (!err)
-		stats_group_finish(g);
+		stats_group_finish(g, false);
 	return err;
 }
 

@@ -366,6 +366,15 @@ static inline bool stats_updates_fence(void)
 void stats_flush_subtree(struct tally_stats_tree *t,
 			 struct tally_stats_group *g, bool settle);
 /*
+ * The same for a @g whose every update happened before the call and that
+ * takes none after (a destroyed memory group, a grace period after its
+ * destroy): it leaves @g itself linked on no CPU without a barrier, as
+ * no update can have missed its node (its descendants' nodes, if any
+ * are linked, are marked as by a plain flush).
+ */
+void stats_flush_quiesced(struct tally_stats_tree *t,
+			  struct tally_stats_group *g);
+/*
  * The same, unsettled, adding 1 to *@progress (if not NULL) at each lock
  * round trip it completes: what those waiting for it watch.
  */

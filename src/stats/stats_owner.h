@@ -31,11 +31,20 @@ int stats_group_detach(struct tally_stats_group *g);
 
 /*
  * Flush a detached @g into its ancestors' values (what any CPU's hint
- * cache holds of it too); it still takes updates.  Never fails.
+ * cache holds of it too); it still takes updates.  Never fails, issues
+ * no barrier.  @quiesced: every update of @g happened before the call and
+ * none follows; @g is then left linked on no CPU (stats_group_finish()
+ * needs no flush of its own).
  */
-void stats_group_fold(struct tally_stats_group *g);
+void stats_group_fold(struct tally_stats_group *g, bool quiesced);
 
-/* Flush a detached @g into its ancestors and free it; never fails. */
-void stats_group_finish(struct tally_stats_group *g);
+/*
+ * Flush a detached @g into its ancestors and free it; never fails.
+ * @children_finished: every group created under @g has finished already
+ * (memory groups: a child holds a reference on its parent until then);
+ * the flush, and its barrier, is then skipped when an earlier one left
+ * nothing of @g on any CPU (stats_group_clean()).
+ */
+void stats_group_finish(struct tally_stats_group *g, bool children_finished);
 
 #endif /* TALLY_STATS_OWNER_H */

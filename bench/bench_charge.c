@@ -8,7 +8,8 @@
  * Three phases, each on fresh trees of every design:
  *
  *   cost      ns per charge + uncharge pair of 4 KiB, per thread, at each
- *             thread count x chain depth x fill (bench_charge_cost.c);
+ *             thread count x chain depth x leaf groups x fill
+ *             (bench_charge_cost.c);
  *   accuracy  the same cells, untimed, against an exact oracle: refusals,
  *             false refusals, overshoot and the usage error at quiescence
  *             (bench_charge_oracle.c);
@@ -43,8 +44,9 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: tally bench charge [--json FILE] [--threads LIST] [--depth LIST]\n"
-		"                          [--fill LIST] [--reps N] [--tally-flags FLAGS]\n"
-		"                          [--wave KIB] [--no-pin] [--quick]\n"
+		"                          [--groups LIST] [--fill LIST] [--reps N]\n"
+		"                          [--tally-flags FLAGS] [--wave KIB] [--no-pin]\n"
+		"                          [--quick]\n"
 		"\n"
 		"Charge and uncharge memory against a chain of groups with a max on every\n"
 		"level, in four designs side by side: tally's memory groups, the Linux\n"
@@ -58,6 +60,9 @@ static void usage(FILE *f)
 		"  --threads LIST      thread counts of the cost and accuracy phases, 1 to 64\n"
 		"                      (default 1,2,4; --quick: 1,2)\n"
 		"  --depth LIST        chain depths, 1 to 8 (default 1,4)\n"
+		"  --groups LIST       groups per CPU under the chain, 0 to 64 (default 0,16):\n"
+		"                      0 charges the chain's deepest group; N charges N x CPUs\n"
+		"                      groups under it in turn (more than a stock caches)\n"
 		"  --fill LIST         far, 95 (default both): the chain starts empty, or\n"
 		"                      charged to 95%% of max\n"
 		"  --reps N            repetitions per figure, the median reported, 1 to 32\n"
@@ -87,6 +92,9 @@ static int option(int opt, char *arg, void *ctx)
 	case 'd':
 		return tool_opt_list(arg, r->depths, MAX_LIST, 1,
 				     CHARGE_MAX_DEPTH, &r->nr_depths);
+	case 'g':
+		return tool_opt_list(arg, r->groups, MAX_LIST, 0, 64,
+				     &r->nr_groups);
 	case 'f':
 		return tool_opt_names(arg, fill_names, NR_FILLS, &r->fills);
 	case 'r':
@@ -121,6 +129,7 @@ static int parse_options(struct run *r, int argc, char **argv)
 		{ "json", required_argument, NULL, 'j' },
 		{ "threads", required_argument, NULL, 't' },
 		{ "depth", required_argument, NULL, 'd' },
+		{ "groups", required_argument, NULL, 'g' },
 		{ "fill", required_argument, NULL, 'f' },
 		{ "reps", required_argument, NULL, 'r' },
 		{ "tally-flags", required_argument, NULL, 'F' },
@@ -151,6 +160,11 @@ static int parse_options(struct run *r, int argc, char **argv)
 		r->depths[0] = 1;
 		r->depths[1] = 4;
 	}
+	if (!r->nr_groups) {
+		r->nr_groups = 2;
+		r->groups[0] = 0;
+		r->groups[1] = 16;
+	}
 	if (!r->fills)
 		r->fills = (1u << NR_FILLS) - 1;
 	if (!r->reps)
@@ -169,6 +183,11 @@ static void print_legend(struct run *r)
 		"\nlegend\n"
 		"  chain     a root without limit and DEPTH groups under it, max %ld MiB on\n"
 		"            each; threads charge the deepest group; every level counts.\n"
+		"  groups    0: as above; N: N x CPUs groups without a limit under the\n"
+		"            deepest one, each charge of a thread to the next of them in\n"
+		"            turn (more groups than a CPU's stock caches: tally evicts a\n"
+		"            slot, the kernel drains its stock, ClickHouse flushes the\n"
+		"            thread's untracked bytes to the group it leaves).\n"
 		"  fill      far: the chain starts empty; 95: it starts with %.1f MiB charged,\n"
 		"            %.1f MiB left.  Cost phase: each thread charges 4 KiB pieces up\n"
 		"            to (room left) / threads, then uncharges them, again and again:\n"
@@ -251,7 +270,8 @@ int tally_bench_charge(int argc, char **argv)
 		free(r);
 		return err > 0 ? 0 : 2;
 	}
-	cells = calloc(MAX_LIST * MAX_LIST * NR_FILLS, sizeof(*cells));
+	cells = calloc(MAX_LIST * MAX_LIST * MAX_LIST * NR_FILLS,
+		       sizeof(*cells));
 	if (!cells || bench_json_open(&r->json, r->json_path)) {
 		if (!cells)
 			fprintf(stderr, "tally: out of memory\n");
@@ -269,27 +289,30 @@ int tally_bench_charge(int argc, char **argv)
 	json_settings(r);
 	print_cost_header(r);
 	bench_json_begin(&r->json, "charge", '[', false);
-	for (unsigned int d = 0; d < r->nr_depths && !err; d++) {
-		for (unsigned int f = 0; f < NR_FILLS && !err; f++) {
-			if (!(r->fills & (1u << f)))
-				continue;
-			for (unsigned int t = 0; t < r->nr_threads && !err; t++) {
-				struct cell *c = &cells[nr];
+	for (unsigned int cell = 0;
+	     cell < r->nr_depths * r->nr_groups * NR_FILLS * r->nr_threads &&
+	     !err; cell++) {
+		unsigned int t = cell % r->nr_threads;
+		unsigned int f = cell / r->nr_threads % NR_FILLS;
+		unsigned int g = cell / r->nr_threads / NR_FILLS % r->nr_groups;
+		unsigned int d = cell / r->nr_threads / NR_FILLS / r->nr_groups;
+		struct cell *c = &cells[nr];
 
-				c->threads = r->threads[t];
-				c->depth = r->depths[d];
-				c->fill = (enum fill)f;
-				err = measure_cost(r, c);
-				if (!err)
-					err = measure_accuracy(r, c);
-				if (err)
-					break;
-				print_cost_row(r, c);
-				json_cell(r, c);
-				fflush(r->out);
-				nr++;
-			}
-		}
+		if (!(r->fills & (1u << f)))
+			continue;
+		c->threads = r->threads[t];
+		c->depth = r->depths[d];
+		c->groups = r->groups[g];
+		c->fill = (enum fill)f;
+		err = measure_cost(r, c);
+		if (!err)
+			err = measure_accuracy(r, c);
+		if (err)
+			break;
+		print_cost_row(r, c);
+		json_cell(r, c);
+		fflush(r->out);
+		nr++;
 	}
 	bench_json_end(&r->json);
 	if (!err)

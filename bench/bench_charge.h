@@ -38,6 +38,7 @@ extern const char *const fill_names[NR_FILLS];
 struct run {
 	unsigned int threads[MAX_LIST], nr_threads;
 	unsigned int depths[MAX_LIST], nr_depths;
+	unsigned int groups[MAX_LIST], nr_groups;	/* leaves per CPU */
 	unsigned int fills;		/* mask of enum fill */
 	unsigned int reps;
 	unsigned int pin;		/* BENCH_PIN or 0 */
@@ -51,9 +52,10 @@ struct run {
 	FILE *out;
 };
 
-/* The figures of one cell (threads x depth x fill), per design. */
+/* The figures of one cell (threads x depth x groups x fill), per design. */
 struct cell {
 	unsigned int threads, depth;
+	unsigned int groups;		/* leaves per CPU, 0: none */
 	enum fill fill;
 	struct bench_result res[NR_DESIGNS];
 	unsigned long timed_refused[NR_DESIGNS];
@@ -80,7 +82,10 @@ int tree_make(struct tree *t, const struct charge_design *d,
  */
 int tree_free(struct tree *t);
 
-/* The chain of cell @c: its depth, max LIMIT on every level. */
+/*
+ * The chain of cell @c: its depth, max LIMIT on every level, and its
+ * leaves (groups per CPU x this machine's CPUs).
+ */
 void setup_of(const struct run *r, const struct cell *c,
 	      struct charge_setup *s);
 

@@ -75,6 +75,7 @@ int tree_free(struct tree *t)
 struct cost_job {
 	struct tree tree;
 	unsigned int threads;
+	unsigned int leaves;
 	unsigned int flags;
 	long wave;
 	unsigned long n;
@@ -86,7 +87,7 @@ static void cost_thread(void *arg, unsigned int index)
 {
 	struct cost_job *j = arg;
 	const struct charge_design *d = j->tree.d;
-	struct charge_thread th = { 0 };
+	struct charge_thread th = { .nr_leaves = j->leaves };
 	unsigned long refused;
 
 	refused = d->pairs(j->tree.obj, &th, j->n, PAIR_BYTES, j->wave);
@@ -117,6 +118,7 @@ void setup_of(const struct run *r, const struct cell *c,
 	s->depth = c->depth;
 	s->max = LIMIT;
 	s->tally_flags = r->tally_flags;
+	s->leaves = c->groups * tally_domain_nr_cpus(tally_domain_system());
 }
 
 int measure_cost(struct run *r, struct cell *c)
@@ -140,6 +142,7 @@ int measure_cost(struct run *r, struct cell *c)
 		if (err)
 			break;
 		j->threads = c->threads;
+		j->leaves = s.leaves;
 		j->flags = r->pin;
 		j->wave = r->wave ? r->wave :
 			  ROOM / c->threads / PAIR_BYTES * PAIR_BYTES;
@@ -162,7 +165,8 @@ void print_cost_header(struct run *r)
 {
 	fprintf(r->out, "\nns per charge + uncharge pair of 4 KiB, per thread "
 		"(median of %u; (x) = / the cheapest of the row)\n", r->reps);
-	fprintf(r->out, "%5s %4s %7s", "depth", "fill", "threads");
+	fprintf(r->out, "%5s %6s %4s %7s", "depth", "groups", "fill",
+		"threads");
 	for (unsigned int i = 0; i < NR_DESIGNS; i++)
 		fprintf(r->out, " %17s", bench_charge_designs[i]->name);
 	fprintf(r->out, " %19s\n", "tally/page_counter");
@@ -182,8 +186,8 @@ void print_cost_row(struct run *r, const struct cell *c)
 {
 	double best = cheapest(c);
 
-	fprintf(r->out, "%5u %4s %7u", c->depth, fill_names[c->fill],
-		c->threads);
+	fprintf(r->out, "%5u %6u %4s %7u", c->depth, c->groups,
+		fill_names[c->fill], c->threads);
 	for (unsigned int i = 0; i < NR_DESIGNS; i++)
 		fprintf(r->out, " %9.1f (%4.1fx)", c->res[i].median,
 			c->res[i].median / best);
@@ -202,6 +206,7 @@ void json_cell(struct run *r, const struct cell *c)
 		bench_json_string(w, "design", bench_charge_designs[i]->name);
 		bench_json_int(w, "threads", c->threads);
 		bench_json_int(w, "depth", c->depth);
+		bench_json_int(w, "groups_per_cpu", c->groups);
 		bench_json_string(w, "fill", fill_names[c->fill]);
 		bench_json_double(w, "ns_per_pair", c->res[i].median);
 		bench_json_double(w, "ns_min", c->res[i].min);

@@ -59,6 +59,7 @@ static const unsigned int error_cpus[] = { 0, 64, 384 };	/* 0: system */
 struct oracle_job {
 	struct tree tree;
 	unsigned int threads;
+	unsigned int leaves;
 	unsigned int nr_cpus;		/* simulated CPUs, 0: this machine */
 	long max;
 	long wave;
@@ -103,6 +104,8 @@ static void atomic_max(long *p, long v)
 
 struct holder {
 	long bytes[HELD_CAP];
+	unsigned int leaf_of[HELD_CAP];	/* the leaf charged */
+	unsigned int next_leaf;
 	unsigned int nr;
 	long total;
 	uint64_t rng;
@@ -124,9 +127,14 @@ static int oracle_charge(struct oracle_job *j, struct holder *h)
 	long n = (long)(1 + bench_rand(&h->rng) % 256) * 64;
 	unsigned long raises, after;
 	unsigned long committed = oracle_commit(j, n, &raises);
-	int err = d->charge(j->tree.obj, &h->th, oracle_cpu(j, h), n);
+	int err;
 
+	h->th.leaf = h->next_leaf;
+	err = d->charge(j->tree.obj, &h->th, oracle_cpu(j, h), n);
 	if (!err) {
+		if (j->leaves && ++h->next_leaf == j->leaves)
+			h->next_leaf = 0;
+		h->leaf_of[h->nr] = h->th.leaf;
 		long held = __atomic_add_fetch(&j->held, n, __ATOMIC_SEQ_CST);
 
 		if (held - j->max > h->overshoot)
@@ -154,6 +162,8 @@ static void oracle_uncharge(struct oracle_job *j, struct holder *h,
 {
 	long n = h->bytes[i];
 
+	h->th.leaf = h->leaf_of[i];
+	h->leaf_of[i] = h->leaf_of[h->nr - 1];
 	h->bytes[i] = h->bytes[--h->nr];
 	h->total -= n;
 	__atomic_sub_fetch(&j->held, n, __ATOMIC_SEQ_CST);
@@ -167,8 +177,10 @@ static void oracle_thread(void *arg, unsigned int index)
 	struct holder *h = calloc(1, sizeof(*h));
 	int failed = !h;
 
-	if (h)
+	if (h) {
 		h->rng = SEED ^ ((uint64_t)index * 0x9e3779b97f4a7c15ull);
+		h->th.nr_leaves = j->leaves;
+	}
 	for (unsigned long op = 0; op < j->ops && !failed; op++) {
 		uint64_t coin = bench_rand(&h->rng);
 
@@ -243,6 +255,7 @@ int measure_accuracy(struct run *r, struct cell *c)
 			return -1;
 		}
 		j->threads = c->threads;
+		j->leaves = s.leaves;
 		j->wave = 2 * ROOM / c->threads;
 		j->ops = r->acc_ops;
 		err = oracle_run(j, bench_charge_designs[i], &s,
@@ -263,15 +276,17 @@ void print_accuracy(struct run *r, const struct cell *cells,
 {
 	fprintf(r->out, "\naccuracy against the exact oracle (%lu random "
 		"charges/uncharges per thread, 64 B-16 KiB)\n", r->acc_ops);
-	fprintf(r->out, "%5s %4s %7s  %-12s %9s %9s %14s %14s %12s\n",
-		"depth", "fill", "threads", "design", "refused", "false",
+	fprintf(r->out, "%5s %6s %4s %7s  %-12s %9s %9s %14s %14s %12s\n",
+		"depth", "groups", "fill", "threads", "design", "refused",
+		"false",
 		"overshoot_B", "usage_err_B", "cost_refused");
 	for (unsigned int k = 0; k < nr; k++) {
 		const struct cell *c = &cells[k];
 
 		for (unsigned int i = 0; i < NR_DESIGNS; i++)
-			fprintf(r->out, "%5u %4s %7u  %-12s %9lu %9lu %14ld %14ld %12lu\n",
-				c->depth, fill_names[c->fill], c->threads,
+			fprintf(r->out, "%5u %6u %4s %7u  %-12s %9lu %9lu %14ld %14ld %12lu\n",
+				c->depth, c->groups, fill_names[c->fill],
+				c->threads,
 				bench_charge_designs[i]->name, c->refused[i],
 				c->false_refused[i], c->overshoot[i],
 				c->error[i], c->timed_refused[i]);

@@ -62,7 +62,8 @@ static void no_thread_exit(void *v, struct charge_thread *th)
 
 struct tally_design {
 	struct tally_memcg_tree *tree;
-	struct tally_memcg *leaf;
+	struct tally_memcg *deepest;	/* of the chain: the reads */
+	struct tally_memcg **targets;	/* the leaves, or the deepest */
 	unsigned int flags;
 };
 
@@ -71,6 +72,7 @@ static void tally_destroy(void *v)
 	struct tally_design *t = v;
 
 	tally_memcg_tree_destroy(t->tree);
+	free(t->targets);
 	free(t);
 }
 
@@ -84,7 +86,8 @@ static void *tally_create(const struct charge_setup *s)
 	if (!t)
 		return NULL;
 	t->flags = s->tally_flags;
-	err = tally_memcg_tree_create(&t->tree, &o);
+	t->targets = calloc(s->leaves ? s->leaves : 1, sizeof(*t->targets));
+	err = t->targets ? tally_memcg_tree_create(&t->tree, &o) : -ENOMEM;
 	g = err ? NULL : tally_memcg_root(t->tree);
 	for (unsigned int i = 0; i < s->depth && !err; i++) {
 		char name[16];
@@ -94,12 +97,19 @@ static void *tally_create(const struct charge_setup *s)
 		if (!err)
 			err = tally_memcg_set_limit(g, TALLY_MEMCG_MAX, s->max);
 	}
+	t->deepest = g;
+	t->targets[0] = g;
+	for (unsigned int i = 0; i < s->leaves && !err; i++) {
+		char name[16];
+
+		snprintf(name, sizeof(name), "leaf%u", i);
+		err = tally_memcg_create(t->deepest, name, &t->targets[i]);
+	}
 	if (err) {
 		tally_destroy(t);
 		errno = -err;
 		return NULL;
 	}
-	t->leaf = g;
 	return t;
 }
 
@@ -108,11 +118,12 @@ static int tally_charge(void *v, struct charge_thread *th, int cpu, long n)
 	struct tally_design *t = v;
 	int err;
 
+	struct tally_memcg *g = t->targets[th->leaf];
+
 	if (cpu == CHARGE_THIS_CPU)
-		err = tally_memcg_charge(t->leaf, n, t->flags);
+		err = tally_memcg_charge(g, n, t->flags);
 	else
-		err = tally_memcg_charge_cpu(t->leaf, (unsigned int)cpu, n,
-					     t->flags);
+		err = tally_memcg_charge_cpu(g, (unsigned int)cpu, n, t->flags);
 	return err < 0 ? err : 0;	/* no high set: no OVER_HIGH */
 }
 
@@ -120,18 +131,20 @@ static void tally_uncharge(void *v, struct charge_thread *th, int cpu, long n)
 {
 	struct tally_design *t = v;
 
+	struct tally_memcg *g = t->targets[th->leaf];
+
 	/* A failure (-ERANGE) would show as drift in the harness's check. */
 	if (cpu == CHARGE_THIS_CPU)
-		tally_memcg_uncharge(t->leaf, n);
+		tally_memcg_uncharge(g, n);
 	else
-		tally_memcg_uncharge_cpu(t->leaf, (unsigned int)cpu, n);
+		tally_memcg_uncharge_cpu(g, (unsigned int)cpu, n);
 }
 
 static long tally_read(struct tally_design *t, enum tally_memcg_read_mode m)
 {
 	struct tally_memcg_range r;
 
-	return tally_memcg_usage(t->leaf, m, &r) ? -1 : r.value;
+	return tally_memcg_usage(t->deepest, m, &r) ? -1 : r.value;
 }
 
 static long tally_usage(void *v)
@@ -214,26 +227,34 @@ static long pc_read(const struct page_counter *c)
 
 /*
  * The chain of @s: level 0 the root (no limit), levels 1 to depth with
- * s->max.  Return: the levels, NULL with errno set.
+ * s->max, then s->leaves levels without a limit under level depth.
+ * Return: the levels, NULL with errno set.
  */
 static struct page_counter *pc_chain(const struct charge_setup *s)
 {
+	size_t nr = s->depth + 1 + s->leaves;
 	struct page_counter *c;
 
 	if (!s->depth || s->depth > CHARGE_MAX_DEPTH) {
 		errno = EINVAL;
 		return NULL;
 	}
-	c = aligned_alloc(64, sizeof(*c) * (s->depth + 1));
+	c = aligned_alloc(64, sizeof(*c) * nr);
 	if (!c)
 		return NULL;
-	memset(c, 0, sizeof(*c) * (s->depth + 1));
+	memset(c, 0, sizeof(*c) * nr);
 	c[0].max = TALLY_MEMCG_UNLIMITED;
-	for (unsigned int i = 1; i <= s->depth; i++) {
-		c[i].max = s->max;
-		c[i].parent = &c[i - 1];
+	for (unsigned int i = 1; i < nr; i++) {
+		c[i].max = i <= s->depth ? s->max : TALLY_MEMCG_UNLIMITED;
+		c[i].parent = &c[i <= s->depth ? i - 1 : s->depth];
 	}
 	return c;
+}
+
+/* The level charges go to first: the first leaf, or the deepest. */
+static unsigned int pc_first_target(const struct charge_setup *s)
+{
+	return s->leaves ? s->depth + 1 : s->depth;
 }
 
 /* ---- kernel: page counter + per-CPU stock of one group ----------------- */
@@ -246,6 +267,7 @@ static struct page_counter *pc_chain(const struct charge_setup *s)
 struct kernel_design {
 	struct page_counter *levels;
 	unsigned int depth;
+	unsigned int first;		/* pc_first_target() */
 	struct tally_domain *domain;	/* NULL: the system's, rseq */
 	unsigned int nr_cpus;
 	long *stock;			/* per-CPU stock words */
@@ -326,6 +348,7 @@ static void *kernel_create(const struct charge_setup *s)
 	if (!k)
 		return NULL;
 	k->depth = s->depth;
+	k->first = pc_first_target(s);
 	k->domain = s->domain;
 	k->nr_cpus = tally_domain_nr_cpus(s->domain ? s->domain :
 					  tally_domain_system());
@@ -346,8 +369,8 @@ static void *kernel_create(const struct charge_setup *s)
 static int kernel_charge(void *v, struct charge_thread *th, int cpu, long n)
 {
 	struct kernel_design *k = v;
-	struct page_counter *leaf = &k->levels[k->depth];
-	unsigned int id = k->depth + 1;
+	unsigned int id = k->first + th->leaf + 1;
+	struct page_counter *leaf = &k->levels[id - 1];
 	long batch = n > CHARGE_KERNEL_BATCH ? n : CHARGE_KERNEL_BATCH;
 
 	if (n <= CHARGE_KERNEL_BATCH && stock_consume(k, cpu, id, n))
@@ -369,7 +392,7 @@ static void kernel_uncharge(void *v, struct charge_thread *th, int cpu,
 {
 	struct kernel_design *k = v;
 
-	stock_refill(k, cpu, k->depth + 1, n);
+	stock_refill(k, cpu, k->first + th->leaf + 1, n);
 }
 
 static long kernel_usage(void *v)
@@ -416,7 +439,8 @@ const struct charge_design charge_design_kernel = {
 
 struct chain_design {
 	struct page_counter *levels;
-	struct page_counter *leaf;
+	struct page_counter *deepest;	/* of the chain: the reads */
+	struct page_counter *targets;	/* the leaves, or the deepest */
 };
 
 static void *chain_create(const struct charge_setup *s)
@@ -433,7 +457,8 @@ static void *chain_create(const struct charge_setup *s)
 		errno = err;
 		return NULL;
 	}
-	c->leaf = &c->levels[s->depth];
+	c->deepest = &c->levels[s->depth];
+	c->targets = &c->levels[pc_first_target(s)];
 	return c;
 }
 
@@ -449,21 +474,21 @@ static long chain_usage(void *v)
 {
 	struct chain_design *c = v;
 
-	return pc_read(c->leaf);
+	return pc_read(c->deepest);
 }
 
 static int pc_charge(void *v, struct charge_thread *th, int cpu, long n)
 {
 	struct chain_design *c = v;
 
-	return pc_try_charge(c->leaf, n) ? 0 : -ENOMEM;
+	return pc_try_charge(&c->targets[th->leaf], n) ? 0 : -ENOMEM;
 }
 
 static void pc_uncharge(void *v, struct charge_thread *th, int cpu, long n)
 {
 	struct chain_design *c = v;
 
-	pc_add(c->leaf, -n);
+	pc_add(&c->targets[th->leaf], -n);
 }
 
 static unsigned long pc_pairs(void *d, struct charge_thread *t,
@@ -486,14 +511,35 @@ const struct charge_design charge_design_page_counter = {
 	.pairs = pc_pairs,
 };
 
+/*
+ * The thread's untracked bytes go to the group they were counted for, as
+ * ClickHouse's ThreadStatus flushes them when a thread leaves a query:
+ * without a limit check.
+ */
+static void ch_flush(struct chain_design *c, struct charge_thread *th)
+{
+	pc_add(&c->targets[th->untracked_leaf], th->untracked);
+	th->untracked = 0;
+}
+
+/* The thread moves to th->leaf: its untracked bytes are for the old one. */
+static void ch_follow(struct chain_design *c, struct charge_thread *th)
+{
+	if (th->leaf != th->untracked_leaf) {
+		ch_flush(c, th);
+		th->untracked_leaf = th->leaf;
+	}
+}
+
 static int ch_charge(void *v, struct charge_thread *th, int cpu, long n)
 {
 	struct chain_design *c = v;
 
+	ch_follow(c, th);
 	th->untracked += n;
 	if (th->untracked <= CHARGE_CLICKHOUSE_UNTRACKED)
 		return 0;
-	if (pc_try_charge(c->leaf, th->untracked)) {
+	if (pc_try_charge(&c->targets[th->leaf], th->untracked)) {
 		th->untracked = 0;
 		return 0;
 	}
@@ -505,19 +551,15 @@ static void ch_uncharge(void *v, struct charge_thread *th, int cpu, long n)
 {
 	struct chain_design *c = v;
 
+	ch_follow(c, th);
 	th->untracked -= n;
-	if (th->untracked < -CHARGE_CLICKHOUSE_UNTRACKED) {
-		pc_add(c->leaf, th->untracked);
-		th->untracked = 0;
-	}
+	if (th->untracked < -CHARGE_CLICKHOUSE_UNTRACKED)
+		ch_flush(c, th);
 }
 
 static void ch_thread_exit(void *v, struct charge_thread *th)
 {
-	struct chain_design *c = v;
-
-	pc_add(c->leaf, th->untracked);
-	th->untracked = 0;
+	ch_flush(v, th);
 }
 
 static unsigned long ch_pairs(void *d, struct charge_thread *t,

@@ -12,7 +12,10 @@
  *
  * Every design is built on the same tree shape: a root without a limit
  * and a chain of @depth groups under it, each with the same max; threads
- * charge the deepest group.  The timed loop (charge_pairs_loop()) is
+ * charge the deepest group, or, with leaves, the leaf groups under it in
+ * turn (more groups than a CPU's stock caches: tally's slots evict, the
+ * kernel's one-group stock drains, ClickHouse flushes a thread's untracked
+ * bytes when it moves to another group, as a thread leaving a query does).  The timed loop (charge_pairs_loop()) is
  * inlined into each design's pairs() with its own charge and uncharge, so
  * no timing has an indirect call in it.
  */
@@ -34,20 +37,30 @@
  * @depth: groups in the chain under the root, 1 to %CHARGE_MAX_DEPTH.
  * @max: the max of every group of the chain (the root has none).
  * @tally_flags: the flags of tally's charges.
+ * @leaves: 0, or the number of groups without a limit under the deepest
+ *	one; charges then go to the leaf struct charge_thread names.
  */
 struct charge_setup {
 	struct tally_domain *domain;
 	unsigned int depth;
 	long max;
 	unsigned int tally_flags;
+	unsigned int leaves;
 };
 
 /**
  * struct charge_thread - what a design keeps per thread.
  * @untracked: ClickHouse's thread-local untracked bytes (others: unused).
+ * @untracked_leaf: the leaf they belong to (ClickHouse).
+ * @leaf: the leaf the next charge or uncharge goes to, below @nr_leaves
+ *	(0 without leaves: the deepest group).
+ * @nr_leaves: the setup's leaves, set by the caller.
  */
 struct charge_thread {
 	long untracked;
+	unsigned int untracked_leaf;
+	unsigned int leaf;
+	unsigned int nr_leaves;
 };
 
 /** The CPU argument of a charge on this machine (the current CPU). */
@@ -100,7 +113,9 @@ extern const struct charge_design charge_design_page_counter;
  * @wave and back, as a request or a query allocates and frees, so the
  * shared counters see the whole swing (a charge right after its uncharge
  * would stay in every cache).  A refused charge is not uncharged and
- * still counts as a pair.
+ * still counts as a pair.  With leaves, a wave's charges go to the leaves
+ * in turn, each one's to the next leaf, and its uncharges in the same
+ * order.
  */
 static inline __attribute__((always_inline)) unsigned long
 charge_pairs_loop(void *d, struct charge_thread *t, unsigned long n,
@@ -112,18 +127,27 @@ charge_pairs_loop(void *d, struct charge_thread *t, unsigned long n,
 {
 	unsigned long per = wave >= size ? (unsigned long)(wave / size) : 1;
 	unsigned long refused = 0;
+	unsigned int leaves = t->nr_leaves;
 
 	while (n) {
 		unsigned long k = n < per ? n : per, held = 0;
 
+		t->leaf = 0;
 		for (unsigned long i = 0; i < k; i++) {
-			if (charge(d, t, CHARGE_THIS_CPU, size))
+			if (charge(d, t, CHARGE_THIS_CPU, size)) {
 				refused++;
-			else
+			} else {
 				held++;
+				if (leaves && ++t->leaf == leaves)
+					t->leaf = 0;
+			}
 		}
-		for (unsigned long i = 0; i < held; i++)
+		t->leaf = 0;
+		for (unsigned long i = 0; i < held; i++) {
 			uncharge(d, t, CHARGE_THIS_CPU, size);
+			if (leaves && ++t->leaf == leaves)
+				t->leaf = 0;
+		}
 		n -= k;
 	}
 	return refused;

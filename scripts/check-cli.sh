@@ -130,14 +130,18 @@ run bench charge --fill near
 expect_error cli_bench_charge_refuses_an_unknown_fill 2
 run bench charge --threads 65
 expect_error cli_bench_charge_refuses_more_than_64_threads 2
+run bench charge --groups 65
+expect_error cli_bench_charge_refuses_more_than_64_groups_per_cpu 2
 run metrics --demo -o /nonexistent-dir/tally.prom
 expect_error cli_metrics_unwritable_file_fails_with_status_1 1
 
-# The charge benchmark's smoke run: every design, both fills, the oracle
-# and the error phase, and the JSON layout the plot reads.
+# The charge benchmark's smoke run: every design, both fills, with and
+# without 16 groups per CPU, the oracle and the error phase, the JSON
+# layout, and no false refusal of tally's in any row.
 run bench charge --quick --threads 1,2 --depth 2 --json "$tmp/charge.json"
 expect cli_bench_charge_quick_runs_every_phase 0 '^384 +sim +256( +[0-9]+){3} +0$'
-if [ "$(grep -c '"design": "[a-z_]*", "threads": [12], "depth": 2, "fill": "\(far\|95\)", "ns_per_pair": [0-9.]*,' "$tmp/charge.json")" -eq 16 ] &&
+if [ "$(grep -c '"design": "[a-z_]*", "threads": [12], "depth": 2, "groups_per_cpu": \(0\|16\), "fill": "\(far\|95\)", "ns_per_pair": [0-9.]*,' "$tmp/charge.json")" -eq 32 ] &&
+   ! grep '"design": "tally", "threads"' "$tmp/charge.json" | grep -qv '"false_refusals": 0,' &&
    grep -q '"false_refusals": 0, "max_overshoot": [0-9]*, "max_error"' "$tmp/charge.json" &&
    grep -q '"benchmark": "charge"' "$tmp/charge.json"; then
 	pass cli_bench_charge_json_has_a_row_per_design_and_cell

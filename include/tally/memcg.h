@@ -318,6 +318,10 @@ int tally_memcg_find(struct tally_memcg_tree *t, const char *path,
  * is freed.  The tree's own reference is dropped: with no handle left,
  * the group is freed.
  *
+ * Cost: one membarrier() when a stock slot of the group is filled on
+ * another CPU than the caller's (the drain), none otherwise: its
+ * memory.stat's last fold waits for a grace period instead of a barrier.
+ *
  * Context: MT-safe; not async-signal-safe: takes the tree's locks, drains
  * (membarrier()), sleeps while other threads' calls of its reclaim or kill
  * callback run, frees memory.  May be called from any callback, its own

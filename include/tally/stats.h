@@ -44,7 +44,8 @@
  * stays on the flush path (visited by the flushes of its ancestors) until
  * a membarrier(PRIVATE_EXPEDITED) issued after that flush has made every
  * racing update visible; reads that flush issue one at most every 10 ms
- * in the process, and destroy one per group.  If membarrier() is
+ * in the process, and tally_stats_group_destroy() one per group (a memory
+ * group's destroy none).  If membarrier() is
  * unavailable, or the environment variable TALLY_MEMBARRIER=off is set
  * when the first tree is created, updates issue a full fence instead (a
  * few ns more).  If it

@@ -9,6 +9,10 @@
  *   tally       jemalloc with tally's accounting (tally/jemalloc.h):
  *               the threads are in one memory group, the group's arenas
  *               charge it a page at a time through their extent hooks;
+ *   switch      the same with two groups, each thread switching group
+ *               (tally_jemalloc_set_current()) before every request of
+ *               16 allocations, as a server running each request in its
+ *               tenant's group does;
  *   tracker     jemalloc with a ClickHouse-style MemoryTracker: each
  *               thread adds every allocation's size to a thread-local
  *               "untracked" count and moves it to a shared atomic when it
@@ -46,21 +50,24 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: tally bench malloc [--json FILE] [--threads LIST] [--reps N]\n"
-		"                          [--no-pin] [--quick]\n"
+		"                          [--keep-tcache] [--no-pin] [--quick]\n"
 		"\n"
 		"A malloc-heavy workload (16 B to 64 KiB, a quarter of the frees\n"
 		"cross-thread) with glibc malloc, jemalloc alone, jemalloc with tally's\n"
-		"accounting (tally/jemalloc.h) and jemalloc with a ClickHouse-style\n"
-		"per-thread tracker.  Prints ns per malloc + free pair with the ratio\n"
-		"to jemalloc alone, and each design's accounting error against the exact\n"
-		"live bytes at quiescence.  Needs libtally_jemalloc.so beside the tool\n"
-		"(or installed) and jemalloc.\n"
+		"accounting (tally/jemalloc.h) in one group, the same switching between\n"
+		"two groups before every request of 16 allocations, and jemalloc with a\n"
+		"ClickHouse-style per-thread tracker.  Prints ns per malloc + free pair\n"
+		"with the ratio to jemalloc alone, the cost of one switch, and each\n"
+		"design's accounting error against the exact live bytes at quiescence.\n"
+		"Needs libtally_jemalloc.so beside the tool (or installed) and jemalloc.\n"
 		"\n"
 		"  --json FILE      also write the figures as JSON to FILE; \"-\" means\n"
 		"                   standard output (the tables then go to standard error)\n"
 		"  --threads LIST   thread counts, 1 to %d (default 2,4)\n"
 		"  --reps N         repetitions per figure, the median reported, 1 to 32\n"
 		"                   (default 7; --quick: 3)\n"
+		"  --keep-tcache    tally's integration keeps a thread's cache when it\n"
+		"                   switches group (keep_tcache: faster, less exact)\n"
 		"  --no-pin         do not pin thread i to the i-th allowed CPU\n"
 		"  --quick          short runs: a quick look, noisier figures\n"
 		"  -h, --help       show this help\n", MAX_THREADS);
@@ -83,6 +90,9 @@ static int option(int opt, char *arg, void *ctx)
 			return -1;
 		r->reps = (unsigned int)one;
 		break;
+	case 'K':
+		r->keep_tcache = true;
+		break;
 	case 'P':
 		r->pin = 0;
 		break;
@@ -99,6 +109,7 @@ static int parse_options(struct run *r, int argc, char **argv)
 		{ "json", required_argument, NULL, 'j' },
 		{ "threads", required_argument, NULL, 't' },
 		{ "reps", required_argument, NULL, 'r' },
+		{ "keep-tcache", no_argument, NULL, 'K' },
 		{ "no-pin", no_argument, NULL, 'P' },
 		{ "quick", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
@@ -152,9 +163,14 @@ int tally_bench_malloc(int argc, char **argv)
 	/* As many arenas for the group as jemalloc has automatic ones. */
 	opts.arenas_per_group = (unsigned int)(ncpu < 1 ? 4 : ncpu > 16 ?
 					       64 : 4 * ncpu);
+	opts.keep_tcache = r->keep_tcache;
 	err = je.tree_create(&tree, NULL);
 	if (!err)
 		err = je.create(je.root(tree), "bench", &r->group);
+	if (!err)
+		err = je.create(je.root(tree), "tenant-a", &r->tenants[0]);
+	if (!err)
+		err = je.create(je.root(tree), "tenant-b", &r->tenants[1]);
 	if (!err)
 		err = je.init(&opts);
 	if (err) {
@@ -178,6 +194,8 @@ int tally_bench_malloc(int argc, char **argv)
 	bench_json_double(&r->json, "cross_thread_share", 0.25);
 	bench_json_int(&r->json, "tracker_untracked_bytes", UNTRACKED_MAX);
 	bench_json_int(&r->json, "tally_arenas", opts.arenas_per_group);
+	bench_json_bool(&r->json, "keep_tcache", opts.keep_tcache);
+	bench_json_int(&r->json, "allocations_per_request", REQUEST_ALLOCS);
 	bench_json_int(&r->json, "reps", r->reps);
 	bench_json_bool(&r->json, "quick", r->quick);
 	bench_json_end(&r->json);

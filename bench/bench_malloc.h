@@ -23,8 +23,10 @@
 #define MAX_THREADS 16
 #define MAX_LIST 8
 #define UNTRACKED_MAX (4l << 20)
+/* Allocations per request of the switch design: a switch before each. */
+#define REQUEST_ALLOCS 16
 
-enum design { GLIBC, JEMALLOC, TALLY, TRACKER, NR_DESIGNS };
+enum design { GLIBC, JEMALLOC, TALLY, SWITCH, TRACKER, NR_DESIGNS };
 
 /* jemalloc and the libtally behind libtally_jemalloc, from dlopen(). */
 struct bench_jemalloc {
@@ -50,11 +52,13 @@ struct run {
 	unsigned int reps;
 	unsigned int pin;
 	bool quick;
+	bool keep_tcache;
 	struct bench_plan plan;
 	const char *json_path;
 	struct bench_json json;
 	FILE *out;
-	struct tally_memcg *group;
+	struct tally_memcg *group;	/* tally's */
+	struct tally_memcg *tenants[2];	/* the switch design's */
 };
 
 /*

@@ -8,9 +8,11 @@
  * uniformly within it, capped at 64 KiB), writes the size in the object's
  * first word, puts it in a slot (its own slot, or with probability 1/4 a
  * slot of the next thread) and frees what the slot held (so about a
- * quarter of the frees are cross-thread).  ns per pair = one malloc + one
- * free, in CPU time of each thread (thread_cpu_ns()), median of the
- * repetitions (designs interleaved).  Then, with every thread stopped
+ * quarter of the frees are cross-thread).  The switch design moves the
+ * thread to the other of its two groups before every 16th allocation.
+ * ns per pair = one malloc + one free, in CPU time of each thread
+ * (thread_cpu_ns()), median of the repetitions (designs interleaved); a
+ * switch costs 16 x (switch - tally) of them.  Then, with every thread stopped
  * holding its working set, the accounting error: each design's figure
  * minus the exact live bytes (the sum of the sizes in the slots): tally's
  * charge (exactly jemalloc's active and dirty pages of the group's
@@ -32,8 +34,14 @@
 #include "rand.h"
 
 static const char *const design_names[NR_DESIGNS] = {
-	"glibc", "jemalloc", "tally", "tracker",
+	"glibc", "jemalloc", "tally", "switch", "tracker",
 };
+
+/* The designs whose groups tally charges. */
+static bool charged(enum design d)
+{
+	return d == TALLY || d == SWITCH;
+}
 
 /* One design at one thread count. */
 struct job {
@@ -44,7 +52,7 @@ struct job {
 	pthread_barrier_t barrier;
 	uint64_t ns[MAX_THREADS];
 	atomic_long tracked;		/* the tracker's shared counter */
-	struct tally_memcg *group;
+	struct tally_memcg *groups[2];	/* tally: one; switch: two */
 	unsigned int pin;
 	/* At quiescence, after the timed loop of the last run. */
 	long live, figure, active, purged;
@@ -121,11 +129,24 @@ static uint64_t thread_cpu_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* The drained charge of @j's groups (0 for none), -1 on failure. */
+static long charge_of(const struct job *j)
+{
+	struct tally_memcg_range r;
+	long sum = 0;
+
+	for (int i = 0; i < 2 && j->groups[i]; i++) {
+		if (je.usage(j->groups[i], TALLY_MEMCG_READ_DRAIN, &r))
+			return -1;
+		sum += r.value;
+	}
+	return sum;
+}
+
 static void measure_error(struct job *j)
 {
 	struct tally_jemalloc_stats st;
-	struct tally_memcg_range r;
-	long live = 0;
+	long live = 0, charge;
 
 	for (unsigned int i = 0; i < j->threads * SLOTS; i++) {
 		size_t *p = (size_t *)atomic_load(&j->slots[i]);
@@ -138,14 +159,15 @@ static void measure_error(struct job *j)
 	j->active = 0;
 	if (j->d == TRACKER)
 		j->figure = atomic_load(&j->tracked);
-	if (j->d == TALLY && !je.usage(j->group, TALLY_MEMCG_READ_DRAIN, &r)) {
-		j->figure = r.value;
-		if (!je.stats(j->group, &st))
-			j->active = st.active;
-		/* The dirty pages purged, the charge is the active pages. */
-		if (!je.purge(j->group) &&
-		    !je.usage(j->group, TALLY_MEMCG_READ_DRAIN, &r))
-			j->purged = r.value;
+	if (charged(j->d) && (charge = charge_of(j)) >= 0) {
+		j->figure = charge;
+		for (int i = 0; i < 2 && j->groups[i]; i++) {
+			if (!je.stats(j->groups[i], &st))
+				j->active += st.active;
+			/* Its dirty pages purged, a charge is its active pages. */
+			(void)je.purge(j->groups[i]);
+		}
+		j->purged = charge_of(j);
 	}
 }
 
@@ -160,8 +182,8 @@ static void worker(void *arg, unsigned int index)
 	struct tally_memcg *save = NULL;
 	uint64_t start;
 
-	if (j->d == TALLY)
-		save = je.set_current(j->group);
+	if (charged(j->d))
+		save = je.set_current(j->groups[0]);
 	for (unsigned int k = 0; k < SLOTS; k++)
 		atomic_store(&mine[k], (uintptr_t)obj_alloc(j, &t,
 							   next_size(&rng)));
@@ -170,7 +192,11 @@ static void worker(void *arg, unsigned int index)
 	for (unsigned long i = 0; i < j->n; i++) {
 		uint64_t r = bench_rand(&rng);
 		_Atomic(uintptr_t) *s = (r & 3) == 0 ? next : mine;
-		void *p = obj_alloc(j, &t, next_size(&rng));
+		void *p;
+
+		if (j->d == SWITCH && !(i % REQUEST_ALLOCS))
+			je.set_current(j->groups[i / REQUEST_ALLOCS & 1]);
+		p = obj_alloc(j, &t, next_size(&rng));
 		void *old = (void *)atomic_exchange_explicit(
 			&s[(r >> 2) % SLOTS], (uintptr_t)p,
 			memory_order_acq_rel);
@@ -191,7 +217,7 @@ static void worker(void *arg, unsigned int index)
 	}
 	if (j->d == TRACKER && t.untracked)
 		atomic_fetch_add(&j->tracked, t.untracked);
-	if (j->d == TALLY)
+	if (charged(j->d))
 		je.set_current(save);
 	else if (j->d != GLIBC)
 		je.flush();
@@ -222,7 +248,14 @@ void print_header(struct run *r)
 	fprintf(r->out, "%-8s", "threads");
 	for (int d = 0; d < NR_DESIGNS; d++)
 		fprintf(r->out, " %10s", design_names[d]);
-	fprintf(r->out, " %12s %12s\n", "tally/jem", "tracker/jem");
+	fprintf(r->out, " %10s %11s %11s %9s\n", "tally/jem", "switch/jem",
+		"tracker/jem", "ns/switch");
+}
+
+/* One switch: what a request of the switch design costs more than tally's. */
+static double switch_ns(const struct bench_result *res)
+{
+	return (res[SWITCH].median - res[TALLY].median) * REQUEST_ALLOCS;
 }
 
 static void print_row(struct run *r, unsigned int threads,
@@ -231,19 +264,24 @@ static void print_row(struct run *r, unsigned int threads,
 	fprintf(r->out, "%-8u", threads);
 	for (int d = 0; d < NR_DESIGNS; d++)
 		fprintf(r->out, " %10.1f", res[d].median);
-	fprintf(r->out, " %12.3f %12.3f\n", res[TALLY].median /
+	fprintf(r->out, " %10.3f %11.3f %11.3f %9.0f\n", res[TALLY].median /
+		res[JEMALLOC].median, res[SWITCH].median /
 		res[JEMALLOC].median, res[TRACKER].median /
-		res[JEMALLOC].median);
+		res[JEMALLOC].median, switch_ns(res));
 }
 
 static void print_error(struct run *r, unsigned int threads,
 			const struct job *jobs)
 {
-	fprintf(r->out, "  error at quiescence: live %ld bytes; tally %+ld "
-		"(active %ld + dirty %ld pages), %+ld after a purge; tracker "
-		"%+ld (bound +-%ld)\n", jobs[TALLY].live, jobs[TALLY].figure -
-		jobs[TALLY].live, jobs[TALLY].active, jobs[TALLY].figure -
-		jobs[TALLY].active, jobs[TALLY].purged - jobs[TALLY].live,
+	for (int d = TALLY; d <= SWITCH; d++)
+		fprintf(r->out, "  %s: live %ld bytes at quiescence, charged "
+			"%+ld (active %ld + dirty %ld pages), %+ld after a "
+			"purge\n", design_names[d], jobs[d].live,
+			jobs[d].figure - jobs[d].live, jobs[d].active,
+			jobs[d].figure - jobs[d].active,
+			jobs[d].purged - jobs[d].live);
+	fprintf(r->out, "  tracker: live %ld bytes, counted %+ld (bound "
+		"+-%ld)\n", jobs[TRACKER].live,
 		jobs[TRACKER].figure - jobs[TRACKER].live,
 		(long)threads * UNTRACKED_MAX);
 }
@@ -263,10 +301,12 @@ static void json_row(struct run *r, unsigned int threads,
 		bench_json_double(w, "ratio_to_jemalloc",
 				  res[d].median / res[JEMALLOC].median);
 		bench_json_int(w, "live_bytes", jobs[d].live);
-		if (d == TALLY || d == TRACKER)
+		if (charged((enum design)d) || d == TRACKER)
 			bench_json_int(w, "accounting_error",
 				       jobs[d].figure - jobs[d].live);
-		if (d == TALLY) {
+		if (d == SWITCH)
+			bench_json_double(w, "ns_per_switch", switch_ns(res));
+		if (charged((enum design)d)) {
 			bench_json_int(w, "jemalloc_active", jobs[d].active);
 			bench_json_int(w, "error_after_purge",
 				       jobs[d].purged - jobs[d].live);
@@ -290,7 +330,11 @@ int measure(struct run *r, unsigned int threads)
 	for (int d = 0; d < NR_DESIGNS && !err; d++) {
 		jobs[d].d = (enum design)d;
 		jobs[d].threads = threads;
-		jobs[d].group = r->group;
+		if (d == TALLY)
+			jobs[d].groups[0] = r->group;
+		if (d == SWITCH)
+			memcpy(jobs[d].groups, r->tenants,
+			       sizeof(jobs[d].groups));
 		jobs[d].pin = r->pin;
 		jobs[d].slots = calloc(threads * SLOTS, sizeof(uintptr_t));
 		if (!jobs[d].slots)

@@ -152,8 +152,9 @@ fi
 
 # The malloc benchmark's smoke run: every design, the JSON the plot reads.
 run bench malloc --quick --reps 1 --threads 2 --json "$tmp/malloc.json"
-expect cli_bench_malloc_quick_runs_every_design 0 '^2 +[0-9.]+( +[0-9.]+){5}$'
-if [ "$(grep -c '"design": "[a-z]*", "threads": 2, "ns_per_pair": [0-9.]*,' "$tmp/malloc.json")" -eq 4 ] &&
+expect cli_bench_malloc_quick_runs_every_design 0 '^2 +[0-9.]+( +-?[0-9.]+){8}$'
+if [ "$(grep -c '"design": "[a-z]*", "threads": 2, "ns_per_pair": [0-9.]*,' "$tmp/malloc.json")" -eq 5 ] &&
+   grep -q '"design": "switch", .*"ns_per_switch": -\{0,1\}[0-9.]*' "$tmp/malloc.json" &&
    grep -q '"design": "tally", .*"accounting_error": -\{0,1\}[0-9]*, "jemalloc_active": [0-9]*' "$tmp/malloc.json"; then
 	pass cli_bench_malloc_json_has_a_row_per_design
 else

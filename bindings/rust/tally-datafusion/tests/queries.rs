@@ -133,18 +133,35 @@ async fn two_queries_at_once_are_each_held_to_their_max_and_together_to_the_pool
         }),
         tokio::spawn(async move { run(Arc::new(q2), &agg, false).await })
     );
-    let (a, b) = (a.unwrap().unwrap(), b.unwrap().unwrap());
-    assert_eq!((a.rows, a.digest), (reference.rows, reference.digest));
-    assert_eq!(b.rows, 2_000_003);
+    // A query whose operator cannot spill (the sort's merge) fails when
+    // the other holds the rest of the pool: which one, if any, depends on
+    // the schedule.  Either finishes with the right result, or fails with
+    // ResourcesExhausted at the pool's level, the total that binds.
+    for (name, outcome) in [("sort", a.unwrap()), ("aggregate", b.unwrap())] {
+        match outcome {
+            Ok(got) => {
+                if name == "sort" {
+                    assert_eq!((got.rows, got.digest), (reference.rows, reference.digest));
+                } else {
+                    assert_eq!(got.rows, 2_000_003);
+                }
+                println!("info: the {name} finished, {} spills", got.spills);
+            }
+            Err(e) => {
+                let msg = root_resources_exhausted(&e)
+                    .unwrap_or_else(|| panic!("the {name} failed otherwise: {e}"));
+                assert!(msg.contains("group datafusion is at"), "{msg}");
+                assert!(msg.contains("of its limit 64.0 MiB"), "{msg}");
+                println!("info: the {name} was refused by the pool: {msg}");
+            }
+        }
+    }
     let (p1, p2, pp) = (
         g1.peak(false),
         g2.peak(false),
         pool.pool_group().peak(false),
     );
-    println!(
-        "info: peaks q1 {p1} q2 {p2} pool {pp}; spills {} {}",
-        a.spills, b.spills
-    );
+    println!("info: peaks q1 {p1} q2 {p2} pool {pp}");
     assert!(
         p1 <= QUERY && p2 <= QUERY,
         "a query over its max: {p1} {p2}"

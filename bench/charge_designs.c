@@ -113,12 +113,13 @@ static void *tally_create(const struct charge_setup *s)
 	return t;
 }
 
-static int tally_charge(void *v, struct charge_thread *th, int cpu, long n)
+static inline __attribute__((always_inline)) int
+tally_charge_to(void *v, struct charge_thread *th, int cpu, long n,
+		bool leaves)
 {
 	struct tally_design *t = v;
 	int err;
-
-	struct tally_memcg *g = t->targets[th->leaf];
+	struct tally_memcg *g = leaves ? t->targets[th->leaf] : t->deepest;
 
 	if (cpu == CHARGE_THIS_CPU)
 		err = tally_memcg_charge(g, n, t->flags);
@@ -127,11 +128,12 @@ static int tally_charge(void *v, struct charge_thread *th, int cpu, long n)
 	return err < 0 ? err : 0;	/* no high set: no OVER_HIGH */
 }
 
-static void tally_uncharge(void *v, struct charge_thread *th, int cpu, long n)
+static inline __attribute__((always_inline)) void
+tally_uncharge_to(void *v, struct charge_thread *th, int cpu, long n,
+		  bool leaves)
 {
 	struct tally_design *t = v;
-
-	struct tally_memcg *g = t->targets[th->leaf];
+	struct tally_memcg *g = leaves ? t->targets[th->leaf] : t->deepest;
 
 	/* A failure (-ERANGE) would show as drift in the harness's check. */
 	if (cpu == CHARGE_THIS_CPU)
@@ -157,12 +159,7 @@ static long tally_drained_usage(void *v)
 	return tally_read(v, TALLY_MEMCG_READ_DRAIN);
 }
 
-static unsigned long tally_pairs(void *d, struct charge_thread *t,
-				 unsigned long n, long size, long wave)
-{
-	return charge_pairs_loop(d, t, n, size, wave, tally_charge,
-				 tally_uncharge);
-}
+CHARGE_DESIGN_ENTRIES(tally)
 
 const struct charge_design charge_design_tally = {
 	.name = "tally",
@@ -366,10 +363,12 @@ static void *kernel_create(const struct charge_setup *s)
 	return k;
 }
 
-static int kernel_charge(void *v, struct charge_thread *th, int cpu, long n)
+static inline __attribute__((always_inline)) int
+kernel_charge_to(void *v, struct charge_thread *th, int cpu, long n,
+		 bool leaves)
 {
 	struct kernel_design *k = v;
-	unsigned int id = k->first + th->leaf + 1;
+	unsigned int id = leaves ? k->first + th->leaf + 1 : k->depth + 1;
 	struct page_counter *leaf = &k->levels[id - 1];
 	long batch = n > CHARGE_KERNEL_BATCH ? n : CHARGE_KERNEL_BATCH;
 
@@ -387,12 +386,14 @@ static int kernel_charge(void *v, struct charge_thread *th, int cpu, long n)
 	return pc_try_charge(leaf, n) ? 0 : -ENOMEM;
 }
 
-static void kernel_uncharge(void *v, struct charge_thread *th, int cpu,
-			    long n)
+static inline __attribute__((always_inline)) void
+kernel_uncharge_to(void *v, struct charge_thread *th, int cpu, long n,
+		   bool leaves)
 {
 	struct kernel_design *k = v;
 
-	stock_refill(k, cpu, k->first + th->leaf + 1, n);
+	stock_refill(k, cpu, leaves ? k->first + th->leaf + 1 : k->depth + 1,
+		     n);
 }
 
 static long kernel_usage(void *v)
@@ -414,12 +415,7 @@ static long kernel_drained_usage(void *v)
 	return kernel_usage(v);
 }
 
-static unsigned long kernel_pairs(void *d, struct charge_thread *t,
-				  unsigned long n, long size, long wave)
-{
-	return charge_pairs_loop(d, t, n, size, wave, kernel_charge,
-				 kernel_uncharge);
-}
+CHARGE_DESIGN_ENTRIES(kernel)
 
 const struct charge_design charge_design_kernel = {
 	.name = "kernel",
@@ -477,25 +473,27 @@ static long chain_usage(void *v)
 	return pc_read(c->deepest);
 }
 
-static int pc_charge(void *v, struct charge_thread *th, int cpu, long n)
+/* The group a chain design's call goes to. */
+static inline __attribute__((always_inline)) struct page_counter *
+chain_target(struct chain_design *c, struct charge_thread *th, bool leaves)
 {
-	struct chain_design *c = v;
-
-	return pc_try_charge(&c->targets[th->leaf], n) ? 0 : -ENOMEM;
+	return leaves ? &c->targets[th->leaf] : c->deepest;
 }
 
-static void pc_uncharge(void *v, struct charge_thread *th, int cpu, long n)
+static inline __attribute__((always_inline)) int
+pc_charge_to(void *v, struct charge_thread *th, int cpu, long n, bool leaves)
 {
-	struct chain_design *c = v;
-
-	pc_add(&c->targets[th->leaf], -n);
+	return pc_try_charge(chain_target(v, th, leaves), n) ? 0 : -ENOMEM;
 }
 
-static unsigned long pc_pairs(void *d, struct charge_thread *t,
-			      unsigned long n, long size, long wave)
+static inline __attribute__((always_inline)) void
+pc_uncharge_to(void *v, struct charge_thread *th, int cpu, long n,
+	       bool leaves)
 {
-	return charge_pairs_loop(d, t, n, size, wave, pc_charge, pc_uncharge);
+	pc_add(chain_target(v, th, leaves), -n);
 }
+
+CHARGE_DESIGN_ENTRIES(pc)
 
 const struct charge_design charge_design_page_counter = {
 	.name = "page_counter",
@@ -531,15 +529,17 @@ static void ch_follow(struct chain_design *c, struct charge_thread *th)
 	}
 }
 
-static int ch_charge(void *v, struct charge_thread *th, int cpu, long n)
+static inline __attribute__((always_inline)) int
+ch_charge_to(void *v, struct charge_thread *th, int cpu, long n, bool leaves)
 {
 	struct chain_design *c = v;
 
-	ch_follow(c, th);
+	if (leaves)
+		ch_follow(c, th);
 	th->untracked += n;
 	if (th->untracked <= CHARGE_CLICKHOUSE_UNTRACKED)
 		return 0;
-	if (pc_try_charge(&c->targets[th->leaf], th->untracked)) {
+	if (pc_try_charge(chain_target(c, th, leaves), th->untracked)) {
 		th->untracked = 0;
 		return 0;
 	}
@@ -547,11 +547,14 @@ static int ch_charge(void *v, struct charge_thread *th, int cpu, long n)
 	return -ENOMEM;
 }
 
-static void ch_uncharge(void *v, struct charge_thread *th, int cpu, long n)
+static inline __attribute__((always_inline)) void
+ch_uncharge_to(void *v, struct charge_thread *th, int cpu, long n,
+	       bool leaves)
 {
 	struct chain_design *c = v;
 
-	ch_follow(c, th);
+	if (leaves)
+		ch_follow(c, th);
 	th->untracked -= n;
 	if (th->untracked < -CHARGE_CLICKHOUSE_UNTRACKED)
 		ch_flush(c, th);
@@ -562,11 +565,7 @@ static void ch_thread_exit(void *v, struct charge_thread *th)
 	ch_flush(v, th);
 }
 
-static unsigned long ch_pairs(void *d, struct charge_thread *t,
-			      unsigned long n, long size, long wave)
-{
-	return charge_pairs_loop(d, t, n, size, wave, ch_charge, ch_uncharge);
-}
+CHARGE_DESIGN_ENTRIES(ch)
 
 const struct charge_design charge_design_clickhouse = {
 	.name = "clickhouse",

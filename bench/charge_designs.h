@@ -123,11 +123,12 @@ charge_pairs_loop(void *d, struct charge_thread *t, unsigned long n,
 		  int (*charge)(void *d, struct charge_thread *t, int cpu,
 				long bytes),
 		  void (*uncharge)(void *d, struct charge_thread *t, int cpu,
-				   long bytes))
+				   long bytes),
+		  bool with_leaves)
 {
 	unsigned long per = wave >= size ? (unsigned long)(wave / size) : 1;
 	unsigned long refused = 0;
-	unsigned int leaves = t->nr_leaves;
+	unsigned int leaves = with_leaves ? t->nr_leaves : 0;
 
 	while (n) {
 		unsigned long k = n < per ? n : per, held = 0;
@@ -151,6 +152,46 @@ charge_pairs_loop(void *d, struct charge_thread *t, unsigned long n,
 		n -= k;
 	}
 	return refused;
+}
+
+/*
+ * A design's entry points from its charge and uncharge written once,
+ * inline, with a constant @leaves (PREFIX_charge_to(), _uncharge_to()):
+ * the timed loop without leaves is compiled without them, as the rows
+ * without leaf groups always were; charge() and uncharge() of the
+ * interface (untimed: the fill, the oracle) take either.
+ */
+#define CHARGE_DESIGN_ENTRIES(prefix)					\
+static int prefix##_charge_deepest(void *d, struct charge_thread *t,	\
+				   int cpu, long n)			\
+{									\
+	return prefix##_charge_to(d, t, cpu, n, false);			\
+}									\
+static void prefix##_uncharge_deepest(void *d, struct charge_thread *t, \
+				      int cpu, long n)			\
+{									\
+	prefix##_uncharge_to(d, t, cpu, n, false);			\
+}									\
+static int prefix##_charge(void *d, struct charge_thread *t, int cpu,	\
+			   long n)					\
+{									\
+	return prefix##_charge_to(d, t, cpu, n, true);			\
+}									\
+static void prefix##_uncharge(void *d, struct charge_thread *t, int cpu, \
+			      long n)					\
+{									\
+	prefix##_uncharge_to(d, t, cpu, n, true);			\
+}									\
+static unsigned long prefix##_pairs(void *d, struct charge_thread *t,	\
+				    unsigned long n, long size, long wave) \
+{									\
+	if (t->nr_leaves)						\
+		return charge_pairs_loop(d, t, n, size, wave,		\
+					 prefix##_charge,		\
+					 prefix##_uncharge, true);	\
+	return charge_pairs_loop(d, t, n, size, wave,			\
+				 prefix##_charge_deepest,		\
+				 prefix##_uncharge_deepest, false);	\
 }
 
 #endif /* TALLY_BENCH_CHARGE_DESIGNS_H */

@@ -171,6 +171,12 @@ int tally_jemalloc_init(const struct tally_jemalloc_options *opts);
  * The group's arenas are created on its first use.  The thread's cache is
  * flushed when its arena changes (see the options).
  *
+ * Cost: a change of arena costs microseconds (docs/jemalloc.md: jemalloc
+ * merges the cache's statistics under the old arena's bin locks and
+ * purges that arena when no thread is left in it); setting the group the
+ * thread is already in calls no mallctl(), but takes the integration's
+ * lock and finds the group in a list of the groups with arenas.
+ *
  * Context: MT-safe; not async-signal-safe: takes the integration's lock,
  * calls mallctl(); a first use of a group creates arenas.
  *

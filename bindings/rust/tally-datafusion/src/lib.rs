@@ -33,6 +33,7 @@ use datafusion::execution::memory_pool::{
 };
 use std::collections::HashMap;
 use std::fmt;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use tally::{ChargeFlags, Error, ExportFormat, Exporter, MemoryGroup, MemoryTree, ReadMode};
@@ -55,10 +56,32 @@ struct Consumer {
     overflow: usize,
 }
 
+/// The hash of a consumer id: ids are DataFusion's counter, unique and
+/// not chosen by an adversary, so a multiplication spreads them (the
+/// default SipHash costs more than the charge itself).
+#[derive(Default)]
+struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 << 8 | u64::from(b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+    fn write_usize(&mut self, id: usize) {
+        self.0 = (id as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+}
+
+type ConsumerTable = HashMap<usize, Consumer, BuildHasherDefault<IdHasher>>;
+
 /// A shard of the consumer table, on a cache line of its own.
 #[repr(align(128))]
 #[derive(Default)]
-struct Shard(Mutex<HashMap<usize, Consumer>>);
+struct Shard(Mutex<ConsumerTable>);
 
 struct Shared {
     tree: MemoryTree,
@@ -70,7 +93,7 @@ struct Shared {
 }
 
 impl Shared {
-    fn shard(&self, id: usize) -> MutexGuard<'_, HashMap<usize, Consumer>> {
+    fn shard(&self, id: usize) -> MutexGuard<'_, ConsumerTable> {
         // A panic under the lock leaves the table consistent (each
         // update is one insert, remove or field write): keep using it.
         self.shards[id % SHARDS]

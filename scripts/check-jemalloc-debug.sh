@@ -21,13 +21,9 @@ trap 'rm -rf "$tmp"' EXIT
 trap 'exit 130' INT TERM
 probe=build/tests/run/run_probe
 
-if ! dir=$(sh scripts/build-jemalloc.sh debug 2> "$tmp/why"); then
-	fail debug_jemalloc_is_built "$tmp/why"
-	finish
-	exit 1
-fi
+built_jemalloc debug
 pass debug_jemalloc_is_built
-je=$dir/lib/libjemalloc.so.2
+je=$je_dir/lib/libjemalloc.so.2
 
 # quiet NAME: $tmp/out has no report of jemalloc's checks.
 quiet() {

@@ -16,13 +16,9 @@ trap 'rm -rf "$tmp"' EXIT
 trap 'exit 130' INT TERM
 build=build/je-prefixed
 
-if ! dir=$(sh scripts/build-jemalloc.sh prefixed 2> "$tmp/why"); then
-	fail prefixed_jemalloc_is_built "$tmp/why"
-	finish
-	exit 1
-fi
+built_jemalloc prefixed
 if make --no-print-directory BUILD=$build JEMALLOC=yes \
-	JEMALLOC_DIR="$dir" JEMALLOC_PREFIX=je_ \
+	JEMALLOC_DIR="$je_dir" JEMALLOC_PREFIX=je_ \
 	$build/libtally_jemalloc.a $build/tests/test_jemalloc \
 	> "$tmp/why" 2>&1; then
 	pass the_integration_builds_against_a_prefixed_jemalloc

@@ -84,6 +84,18 @@ expect() {
 	fi
 }
 
+# run_expect NAME STATUS PATTERN COMMAND...: run COMMAND as test NAME, and
+# if it exits with STATUS, expect PATTERN in its output.
+run_expect() {
+	name=$1
+	status=$2
+	pattern=$3
+	shift 3
+	if run "$name" "$status" "$@"; then
+		expect "$name" "$pattern"
+	fi
+}
+
 # metric FILE FAMILY: the value of the first sample of FAMILY (whatever
 # its labels): the program tally run started, the first process written.
 metric() {
@@ -143,12 +155,10 @@ try:
 except MemoryError:
     print("caught MemoryError")
 PY
-if run python3_over_its_max_raises_memoryerror_and_catches_it 0 \
+run_expect python3_over_its_max_raises_memoryerror_and_catches_it 0 \
+	'^caught MemoryError$' \
 	env PYTHONMALLOC=malloc "$tally" run --memory-max 64M -- \
-	python3 "$tmp/list.py"; then
-	expect python3_over_its_max_raises_memoryerror_and_catches_it \
-		'^caught MemoryError$'
-fi
+	python3 "$tmp/list.py"
 
 # The list stays alive while the metrics thread writes the file twice;
 # the script then reads the file itself: the same process's numbers.
@@ -369,55 +379,41 @@ else
 		{ echo "exit status $rc:"; cat "$tmp/out"; } > "$why"
 		fail sqlite3_over_its_max_reports_out_of_memory "$why"
 	fi
-	if run sqlite3_without_a_max_finishes 0 "$tally" run -- \
-		"$sqlite" :memory: "$sql"; then
-		expect sqlite3_without_a_max_finishes '^300000\|60000000$'
-	fi
+	run_expect sqlite3_without_a_max_finishes 0 \
+		'^300000\|60000000$' \
+		"$tally" run -- \
+		"$sqlite" :memory: "$sql"
 fi
 
 # --- C programs: fork, exec, realloc, threads -------------------------
-if run malloc_over_the_max_returns_null_with_enomem 0 \
-	"$tally" run --memory-max 32M -- "$probe" alloc 64; then
-	expect malloc_over_the_max_returns_null_with_enomem \
-		'^alloc: malloc refused after (2[0-9]|3[01]) MiB: Cannot allocate memory$'
-fi
-if run forked_child_is_accounted_under_the_same_max 0 \
-	"$tally" run --memory-max 32M -- "$probe" fork 64; then
-	expect forked_child_is_accounted_under_the_same_max \
-		'^child: malloc refused after (2[0-9]|3[01]) MiB'
-fi
-if run exec_d_program_is_accounted_under_the_same_max 0 \
-	"$tally" run --memory-max 32M -- "$probe" exec 64; then
-	expect exec_d_program_is_accounted_under_the_same_max \
-		'^alloc: malloc refused after (2[0-9]|3[01]) MiB'
-fi
-if run realloc_across_the_max_returns_null_and_keeps_the_block 0 \
-	"$tally" run --memory-max 32M -- "$probe" realloc 64; then
-	expect realloc_across_the_max_returns_null_and_keeps_the_block \
-		'^realloc refused at [0-9]+ MiB: Cannot allocate memory, block intact$'
-fi
+run_expect malloc_over_the_max_returns_null_with_enomem 0 \
+	'^alloc: malloc refused after (2[0-9]|3[01]) MiB: Cannot allocate memory$' \
+	"$tally" run --memory-max 32M -- "$probe" alloc 64
+run_expect forked_child_is_accounted_under_the_same_max 0 \
+	'^child: malloc refused after (2[0-9]|3[01]) MiB' \
+	"$tally" run --memory-max 32M -- "$probe" fork 64
+run_expect exec_d_program_is_accounted_under_the_same_max 0 \
+	'^alloc: malloc refused after (2[0-9]|3[01]) MiB' \
+	"$tally" run --memory-max 32M -- "$probe" exec 64
+run_expect realloc_across_the_max_returns_null_and_keeps_the_block 0 \
+	'^realloc refused at [0-9]+ MiB: Cannot allocate memory, block intact$' \
+	"$tally" run --memory-max 32M -- "$probe" realloc 64
 # glibc's own threads (a SIGEV_THREAD timer's helper) do not go through
 # pthread_create(): the first allocation of one made at the max.
-if run a_thread_glibc_starts_survives_its_first_malloc_at_the_max 0 \
-	"$tally" run --memory-max 16M -- "$probe" timer; then
-	expect a_thread_glibc_starts_survives_its_first_malloc_at_the_max \
-		'^timer: [0-9]+ notifications at the max$'
-fi
+run_expect a_thread_glibc_starts_survives_its_first_malloc_at_the_max 0 \
+	'^timer: [0-9]+ notifications at the max$' \
+	"$tally" run --memory-max 16M -- "$probe" timer
 # operator new at the max: room is made (the dirty pages another thread
 # left purged) before the program's new handler, which ends it, is asked;
 # what does not fit is std::bad_alloc.
 new_probe=$build/tests/run/new_probe
 if [ -x "$new_probe" ]; then
-	if run new_makes_room_before_the_program_s_new_handler_runs 0 \
-		"$tally" run --memory-max 64M -- "$new_probe" handler 48; then
-		expect new_makes_room_before_the_program_s_new_handler_runs \
-			'^handler: 48 MiB allocated again without the handler$'
-	fi
-	if run new_over_the_max_throws_bad_alloc 0 \
-		"$tally" run --memory-max 64M -- "$new_probe" bad_alloc 100; then
-		expect new_over_the_max_throws_bad_alloc \
-			'^bad_alloc: 100 MiB refused with std::bad_alloc$'
-	fi
+	run_expect new_makes_room_before_the_program_s_new_handler_runs 0 \
+		'^handler: 48 MiB allocated again without the handler$' \
+		"$tally" run --memory-max 64M -- "$new_probe" handler 48
+	run_expect new_over_the_max_throws_bad_alloc 0 \
+		'^bad_alloc: 100 MiB refused with std::bad_alloc$' \
+		"$tally" run --memory-max 64M -- "$new_probe" bad_alloc 100
 else
 	echo "$new_probe was not built (no C++ compiler): make it with g++" \
 		> "$why"
@@ -642,12 +638,10 @@ fi
 # --- the environment of tally run -----------------------------------------
 # The variables tally run passes to its preload are the command line's
 # alone: one already in its environment sets no limit and no file.
-if run environment_s_tally_run_max_sets_no_limit 0 \
+run_expect environment_s_tally_run_max_sets_no_limit 0 \
+	'^alloc: allocated 8 MiB$' \
 	env TALLY_RUN_MEMORY_MAX=1048576 TALLY_RUN_MEMORY_HIGH=garbage \
-	"$tally" run -- "$probe" alloc 8; then
-	expect environment_s_tally_run_max_sets_no_limit \
-		'^alloc: allocated 8 MiB$'
-fi
+	"$tally" run -- "$probe" alloc 8
 if run environment_s_tally_run_metrics_writes_no_file 0 \
 	env TALLY_RUN_METRICS="$tmp/stray.prom" TALLY_RUN_INTERVAL_MS=1 \
 	"$tally" run -- "$probe" alloc 1; then

@@ -28,6 +28,19 @@ finish() {
 	[ "$failed" -eq 0 ]
 }
 
+# built_jemalloc VARIANT: jemalloc 5.3.0 built as VARIANT (debug or
+# prefixed, scripts/build-jemalloc.sh, cached outside the clone); its
+# installation directory in $je_dir.  If it cannot be built, the test
+# VARIANT_jemalloc_is_built fails with the reason and the script ends.
+# Needs $tmp.
+built_jemalloc() {
+	if ! je_dir=$(sh scripts/build-jemalloc.sh "$1" 2> "$tmp/why"); then
+		fail "$1_jemalloc_is_built" "$tmp/why"
+		finish
+		exit 1
+	fi
+}
+
 # matches EXPECTED ACTUAL: ACTUAL has EXPECTED's lines, where "<int>" in
 # EXPECTED stands for any decimal integer.  Prints the first difference.
 matches() {

@@ -220,16 +220,16 @@ static void mark_cpu(struct tally_stats_group *g, unsigned int cpu,
 
 	for (n = walk_first(g, cpu); n; n = next) {
 		int linked = QUEUE_LINKED;
-		bool settled = immediate || (quiesced && n == g);
+		bool own_quiesced = quiesced && n == g;
 
 		next = walk_next(g, n, cpu);
 		/* Not a listed one: it is (being) pushed again. */
 		if (__atomic_compare_exchange_n(&pcpu_of(n, cpu)->queued,
 						&linked, QUEUE_IDLE, false,
 						__ATOMIC_SEQ_CST,
-						__ATOMIC_RELAXED) ||
-		    (quiesced && n == g))
-			fpcpu_of(n, cpu)->marked = stats_barrier_mark(settled);
+						__ATOMIC_RELAXED) || own_quiesced)
+			fpcpu_of(n, cpu)->marked =
+				stats_barrier_mark(immediate || own_quiesced);
 	}
 }
 

@@ -84,6 +84,10 @@ struct phase_result {
 	struct tally_stats_info info;
 	uint64_t skipped;		/* reads that skipped a needed flush */
 	struct lat_hist forced;		/* the checkers' reads */
+	/* The process's context switches during the phase (getrusage()). */
+	uint64_t voluntary_switches, involuntary_switches;
+	/* linux68's waits for its flush mutex, and their time. */
+	uint64_t design_lock_waits, design_lock_wait_ns;
 };
 
 struct readers_result {

@@ -17,6 +17,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "bench_stats.h"
 #include "rand.h"
@@ -297,6 +298,7 @@ int phase_run(struct phase *ph, struct tally_stats_tree *tree,
 {
 	unsigned int nr = NR_WRITERS + ph->checkers + ph->readers, created;
 	struct worker *w = aligned_alloc(64, nr * sizeof(*w));
+	struct rusage before, after;
 	uint64_t end;
 	int err;
 
@@ -330,6 +332,7 @@ int phase_run(struct phase *ph, struct tally_stats_tree *tree,
 			w[i].index = i - NR_WRITERS - ph->checkers;
 		}
 	}
+	getrusage(RUSAGE_SELF, &before);
 	err = tally_stats_periodic_start(tree);
 	if (!err)
 		err = phase_spawn(ph, w, nr, &created);
@@ -344,6 +347,10 @@ int phase_run(struct phase *ph, struct tally_stats_tree *tree,
 	for (unsigned int i = 0; i < created; i++)
 		pthread_join(w[i].tid, NULL);
 	tally_stats_periodic_stop(tree);
+	getrusage(RUSAGE_SELF, &after);
+	res->voluntary_switches = (uint64_t)(after.ru_nvcsw - before.ru_nvcsw);
+	res->involuntary_switches =
+		(uint64_t)(after.ru_nivcsw - before.ru_nivcsw);
 	res->elapsed_s = (double)(end - ph->start_ns) / 1e9;
 	if (created > NR_WRITERS + ph->checkers)
 		res->readers_started = created - NR_WRITERS - ph->checkers;
@@ -360,6 +367,8 @@ int phase_run(struct phase *ph, struct tally_stats_tree *tree,
 	}
 	tally_stats_tree_info(tree, &res->info);
 	res->skipped = bench_stats_skipped(tree);
+	res->design_lock_waits =
+		bench_stats_design_lock_waits(tree, &res->design_lock_wait_ns);
 	pthread_cond_destroy(&ph->cond);
 	pthread_mutex_destroy(&ph->lock);
 	free(w);

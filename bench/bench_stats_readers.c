@@ -77,6 +77,16 @@ static double writer_rate(const struct phase_result *p)
 	return p->elapsed_s > 0 ? (double)p->writer_ops / p->elapsed_s : NAN;
 }
 
+static double mean_us(uint64_t ns, uint64_t n)
+{
+	return n ? (double)ns / (double)n / 1e3 : 0;
+}
+
+static double per_read(uint64_t n, const struct lat_hist *h)
+{
+	return h->count ? (double)n / (double)h->count : NAN;
+}
+
 static void readers_json(struct run *r, unsigned int d, unsigned int p)
 {
 	const struct readers_row *row = &r->rows[p];
@@ -118,6 +128,21 @@ static void readers_json(struct run *r, unsigned int d, unsigned int p)
 	bench_json_int(w, "root_flushes", (long long)x->with.info.root_flushes);
 	bench_json_int(w, "shared_waits", (long long)x->with.info.shared_waits);
 	bench_json_int(w, "takeovers", (long long)x->with.info.takeovers);
+	bench_json_int(w, "naps", (long long)x->with.info.naps);
+	bench_json_int(w, "flush_lock_waits",
+		       (long long)x->with.info.flush_lock_waits);
+	bench_json_double(w, "flush_lock_wait_mean_us",
+			  mean_us(x->with.info.flush_lock_wait_ns,
+				  x->with.info.flush_lock_waits));
+	bench_json_int(w, "design_mutex_waits",
+		       (long long)x->with.design_lock_waits);
+	bench_json_double(w, "design_mutex_wait_mean_us",
+			  mean_us(x->with.design_lock_wait_ns,
+				  x->with.design_lock_waits));
+	bench_json_double(w, "voluntary_switches_per_read",
+			  per_read(x->with.voluntary_switches, h));
+	bench_json_double(w, "involuntary_switches_per_read",
+			  per_read(x->with.involuntary_switches, h));
 	bench_json_int(w, "skipped_flushes", (long long)x->with.skipped);
 	bench_json_double(w, "seconds", x->with.elapsed_s);
 	bench_json_end(w);
@@ -196,6 +221,40 @@ static void readers_report(struct run *r)
 		"(forced: the checkers' forced reads; ratio: writer throughput with\n"
 		" readers / without readers, same design: with fewer CPUs than\n"
 		" threads, the readers' CPU time is taken from the writers)\n");
+	fprintf(r->out, "\n%-13s %-8s %8s %8s %8s %8s %8s %7s %7s %8s %8s\n",
+		"readers", "design", "flushes", "engine", "waited", "mutex",
+		"waited", "naps", "take-", "switches", "switches");
+	fprintf(r->out, "%-13s %-8s %8s %8s %8s %8s %8s %7s %7s %8s %8s\n", "",
+		"", "", "waits", "mean us", "waits", "mean us", "", "overs",
+		"vol/rd", "invol/rd");
+	for (unsigned int p = 0; p < r->nr_rows; p++) {
+		row_title(&r->rows[p], title, sizeof(title));
+		for (unsigned int d = 0; d < NR_DESIGNS; d++) {
+			const struct phase_result *x = &r->rd[d][p].with;
+			const struct lat_hist *h = &r->rd[d][p].hist;
+
+			fprintf(r->out,
+				"%-13s %-8s %8llu %8llu %8.1f %8llu %8.1f %7llu %7llu %8.2f %8.2f\n",
+				title, design_name(d),
+				(unsigned long long)x->info.flushes,
+				(unsigned long long)x->info.flush_lock_waits,
+				mean_us(x->info.flush_lock_wait_ns,
+					x->info.flush_lock_waits),
+				(unsigned long long)x->design_lock_waits,
+				mean_us(x->design_lock_wait_ns,
+					x->design_lock_waits),
+				(unsigned long long)x->info.naps,
+				(unsigned long long)x->info.takeovers,
+				per_read(x->voluntary_switches, h),
+				per_read(x->involuntary_switches, h));
+		}
+	}
+	fprintf(r->out,
+		"(engine waits: flush passes that found the flush engine's lock held\n"
+		" and slept, with their mean wait; mutex waits: linux68's flushes that\n"
+		" found its one flush mutex held; naps and takeovers: readers waiting for\n"
+		" their group's shared flush (tally only); switches: the process's\n"
+		" context switches per read, every thread's)\n");
 	for (unsigned int d = 0; d < NR_DESIGNS; d++)
 		if (r->alone[d].stale)
 			fprintf(r->out, "(%s, no readers: %llu/%llu stale)\n",

@@ -23,6 +23,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <tally/percpu.h>
 #include "stats/stats_design.h"
@@ -38,6 +39,8 @@ struct baseline_state {
 	uint64_t root_flush_gen, root_flush_done;
 	unsigned int root_waiters;
 	uint64_t skipped;		/* reads that skipped a needed flush */
+	/* linux68's flushers that found subtree_mutex held, their wait. */
+	uint64_t lock_waits, lock_wait_ns;
 	long *global_count;		/* per CPU (global threshold) */
 	/* Moved counts (global threshold), a cache line of their own. */
 	long global_over __attribute__((aligned(64)));
@@ -213,7 +216,18 @@ static bool linux68_flush(struct tally_stats_group *g, bool fresh)
 	struct baseline_state *s = state_of(t);
 
 	(void)fresh;
-	pthread_mutex_lock(&s->subtree_mutex);
+	if (pthread_mutex_trylock(&s->subtree_mutex)) {
+		struct timespec a, b;
+
+		clock_gettime(CLOCK_MONOTONIC, &a);
+		pthread_mutex_lock(&s->subtree_mutex);
+		clock_gettime(CLOCK_MONOTONIC, &b);
+		__atomic_add_fetch(&s->lock_waits, 1, __ATOMIC_RELAXED);
+		__atomic_add_fetch(&s->lock_wait_ns,
+				   (uint64_t)((b.tv_sec - a.tv_sec) * 1000000000ll +
+					      (b.tv_nsec - a.tv_nsec)),
+				   __ATOMIC_RELAXED);
+	}
 	stats_flush_subtree(t, g, false);
 	pthread_mutex_unlock(&s->subtree_mutex);
 	return true;
@@ -283,13 +297,29 @@ bool bench_stats_fresh(enum bench_stats_design design)
 	return design == BENCH_STATS_TALLY || design == BENCH_STATS_LINUX68;
 }
 
-uint64_t bench_stats_skipped(const struct tally_stats_tree *t)
+/* @t's baseline state, or NULL for the library's design. */
+static struct baseline_state *baseline_of(const struct tally_stats_tree *t)
 {
 	const struct stats_design_ops *ops = stats_design_of(t);
 
 	for (unsigned int d = 0; d < BENCH_STATS_NR_DESIGNS; d++)
 		if (designs[d] && designs[d] == ops)
-			return __atomic_load_n(&state_of(t)->skipped,
-					       __ATOMIC_RELAXED);
-	return 0;
+			return state_of(t);
+	return NULL;
+}
+
+uint64_t bench_stats_skipped(const struct tally_stats_tree *t)
+{
+	struct baseline_state *s = baseline_of(t);
+
+	return s ? __atomic_load_n(&s->skipped, __ATOMIC_RELAXED) : 0;
+}
+
+uint64_t bench_stats_design_lock_waits(const struct tally_stats_tree *t,
+				       uint64_t *wait_ns)
+{
+	struct baseline_state *s = baseline_of(t);
+
+	*wait_ns = s ? __atomic_load_n(&s->lock_wait_ns, __ATOMIC_RELAXED) : 0;
+	return s ? __atomic_load_n(&s->lock_waits, __ATOMIC_RELAXED) : 0;
 }

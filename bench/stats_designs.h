@@ -50,4 +50,11 @@ bool bench_stats_fresh(enum bench_stats_design design);
 /* Reads of @t that skipped a needed flush (0 for the library's design). */
 uint64_t bench_stats_skipped(const struct tally_stats_tree *t);
 
+/*
+ * linux68's flushes that found its one flush mutex held (0 for the other
+ * designs), and in *@wait_ns the time they waited for it.
+ */
+uint64_t bench_stats_design_lock_waits(const struct tally_stats_tree *t,
+				       uint64_t *wait_ns);
+
 #endif /* TALLY_BENCH_STATS_DESIGNS_H */

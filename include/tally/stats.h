@@ -488,6 +488,14 @@ int tally_stats_periodic_tick(struct tally_stats_tree *t);
  * @takeovers: readers that stopped waiting for a flush of their group
  *	that made no progress during a 200 us nap (its flusher preempted,
  *	stopped or blocked) and ran one themselves.
+ * @naps: naps of readers waiting for a flush of their group (each at most
+ *	200 us, ended early when the flush is done).
+ * @flush_lock_waits: passes of flushes (one or two per CPU per flush) that
+ *	found the flush engine's lock held by another flush and slept for
+ *	it.
+ * @flush_lock_wait_ns: the time they slept, in all.  With more threads
+ *	than CPUs, a holder waiting for a CPU makes these long: the share of
+ *	a fresh read's latency that no flushing design avoids.
  */
 struct tally_stats_info {
 	uint64_t flushes;
@@ -498,6 +506,9 @@ struct tally_stats_info {
 	uint64_t fenced;
 	uint64_t barriers;
 	uint64_t takeovers;
+	uint64_t naps;
+	uint64_t flush_lock_waits;
+	uint64_t flush_lock_wait_ns;
 };
 
 /**

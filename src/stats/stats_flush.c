@@ -208,6 +208,23 @@ static struct tally_stats_group *walk_next(struct tally_stats_group *g,
 /* --- the two passes ----------------------------------------------------- */
 
 /*
+ * Take flush_lock for a pass.  A pass that finds it held is counted with
+ * the time it waited (tally_stats_info): under overload, that wait (a
+ * holder waiting for a CPU) is what a fresh read's tail is made of.
+ */
+static void lock_engine(struct tally_stats_tree *t)
+{
+	uint64_t start;
+
+	if (!pthread_mutex_trylock(&t->flush_lock))
+		return;
+	start = stats_mono_ns();
+	pthread_mutex_lock(&t->flush_lock);
+	stats_count_info(&t->info.flush_lock_waits, 1);
+	stats_count_info(&t->info.flush_lock_wait_ns, stats_mono_ns() - start);
+}
+
+/*
  * Pass 1 on one CPU, flush_lock held: G's updated subtree made idle (each
  * node noting its mark).  @quiesced: every update of G itself happened
  * before this flush and none follows, so no update can have missed G's
@@ -251,7 +268,7 @@ static void zero_over(struct tally_stats_tree *t, struct tally_stats_group *g,
 		      uint64_t *progress)
 {
 	for (unsigned int cpu = 0; cpu < t->domain->nr_cpus; cpu++) {
-		pthread_mutex_lock(&t->flush_lock);
+		lock_engine(t);
 		pop_updates(t, cpu);
 		for (struct tally_stats_group *n = walk_first(g, cpu); n;
 		     n = walk_next(g, n, cpu))
@@ -398,7 +415,7 @@ static uint64_t flush_cpu(struct tally_stats_tree *t,
 	/* Claims seen by updates that completed before us are pushed. */
 	if (mark)
 		stats_wait_for_pushes(tally_percpu_ptr(t->pushing, cpu));
-	pthread_mutex_lock(&t->flush_lock);
+	lock_engine(t);
 	pop_updates(t, cpu);
 	if (mark)
 		mark_cpu(g, cpu, immediate, quiesced);

@@ -221,6 +221,7 @@ static bool watch(struct tally_stats_group *g, uint64_t active,
 		__builtin_ia32_pause();
 		if (spins % CLOCK_EVERY || stats_mono_ns() < until)
 			continue;
+		stats_count_info(&g->tree->info.naps, 1);
 		/* Counted before the seq is loaded: wake_watchers(). */
 		__atomic_add_fetch(&s->sleepers, 1, __ATOMIC_SEQ_CST);
 		seq = __atomic_load_n(&s->seq, __ATOMIC_SEQ_CST);

@@ -227,6 +227,9 @@ int tally_stats_tree_info(const struct tally_stats_tree *t,
 	info->groups = load_info(&t->info.groups);
 	info->barriers = load_info(&t->info.barriers);
 	info->takeovers = load_info(&t->info.takeovers);
+	info->naps = load_info(&t->info.naps);
+	info->flush_lock_waits = load_info(&t->info.flush_lock_waits);
+	info->flush_lock_wait_ns = load_info(&t->info.flush_lock_wait_ns);
 	info->fenced = t->simulated || stats_updates_fence();
 	return 0;
 }

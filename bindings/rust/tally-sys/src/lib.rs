@@ -141,6 +141,9 @@ pub struct tally_stats_info {
     pub fenced: u64,
     pub barriers: u64,
     pub takeovers: u64,
+    pub naps: u64,
+    pub flush_lock_waits: u64,
+    pub flush_lock_wait_ns: u64,
 }
 
 /// `struct tally_export_label`.

@@ -41,7 +41,7 @@ fn rust_layouts() -> Vec<(&'static str, String, usize, usize)> {
         layout!(tally_stat_desc; name, kind),
         layout!(tally_stats_options; domain, batch, period_ns, clock, clock_arg),
         layout!(tally_stats_info; flushes, root_flushes, groups_flushed, shared_waits, groups,
-            fenced, barriers, takeovers),
+            fenced, barriers, takeovers, naps, flush_lock_waits, flush_lock_wait_ns),
         layout!(tally_export_label; name, value),
         layout!(tally_export_options; format, labels, nr_labels, pid),
         layout!(tally_export_stats_options; prefix, units, mode),

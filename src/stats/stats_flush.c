@@ -209,20 +209,44 @@ static struct tally_stats_group *walk_next(struct tally_stats_group *g,
 /* --- the two passes ----------------------------------------------------- */
 
 /*
- * Take flush_lock for a pass.  A pass that finds it held is counted with
- * the time it waited (tally_stats_info): under overload, that wait (a
- * holder waiting for a CPU) is what a fresh read's tail is made of.
+ * Progress of a shared flush, watched by the readers who share it
+ * (stats_read.c): 2 per lock round trip, and odd while the flush waits
+ * for flush_lock.  Only its flusher writes it.
  */
-static void lock_engine(struct tally_stats_tree *t)
+static void set_progress(uint64_t *progress, bool waiting)
+{
+	uint64_t v;
+
+	if (!progress)
+		return;
+	v = __atomic_load_n(progress, __ATOMIC_RELAXED);
+	__atomic_store_n(progress, waiting ? v | 1 : (v | 1) + 1,
+			 __ATOMIC_RELAXED);
+}
+
+/*
+ * Take flush_lock for a pass.  A pass that finds it held says so in its
+ * progress while it waits, and is counted with the time it waited
+ * (tally_stats_info): under overload, that wait (a holder waiting for a
+ * CPU, then a line of flushes) is what a fresh read's tail is made of.
+ * Each hold counts in engine_holds, so that readers can tell a flush
+ * waiting behind a moving engine from one that does not run.
+ */
+static void lock_engine(struct tally_stats_tree *t, uint64_t *progress)
 {
 	uint64_t start;
 
-	if (!pthread_mutex_trylock(&t->flush_lock))
-		return;
-	start = stats_mono_ns();
-	pthread_mutex_lock(&t->flush_lock);
-	stats_count_info(&t->info.flush_lock_waits, 1);
-	stats_count_info(&t->info.flush_lock_wait_ns, stats_mono_ns() - start);
+	if (pthread_mutex_trylock(&t->flush_lock)) {
+		set_progress(progress, true);
+		start = stats_mono_ns();
+		pthread_mutex_lock(&t->flush_lock);
+		set_progress(progress, false);
+		stats_count_info(&t->info.flush_lock_waits, 1);
+		stats_count_info(&t->info.flush_lock_wait_ns,
+				 stats_mono_ns() - start);
+	}
+	__atomic_store_n(&t->engine_holds, t->engine_holds + 1,
+			 __ATOMIC_RELAXED);
 }
 
 /*
@@ -251,13 +275,10 @@ static void mark_cpu(struct tally_stats_group *g, unsigned int cpu,
 	}
 }
 
-/* A lock round trip of a flush done: only its flusher writes @progress. */
+/* A lock round trip of a flush done. */
 static void tick(uint64_t *progress)
 {
-	if (progress)
-		__atomic_store_n(progress,
-				 __atomic_load_n(progress, __ATOMIC_RELAXED) + 1,
-				 __ATOMIC_RELAXED);
+	set_progress(progress, false);
 }
 
 /*
@@ -283,7 +304,7 @@ static void zero_over(struct tally_stats_tree *t, struct tally_stats_group *g,
 
 	for (unsigned int cpu = 0; cpu < nr; cpu++) {
 		if (cpu % ZERO_CPUS_PER_HOLD == 0)
-			lock_engine(t);
+			lock_engine(t, progress);
 		pop_updates(t, cpu);
 		for (struct tally_stats_group *n = walk_first(g, cpu); n;
 		     n = walk_next(g, n, cpu))
@@ -470,7 +491,7 @@ static void flush_subtree(struct tally_stats_tree *t,
 	for (unsigned int cpu = 0; cpu < nr; cpu++) {
 		if (cpu) {
 			wait_for_claims(t, cpu);
-			lock_engine(t);
+			lock_engine(t, progress);
 		}
 		visited += pass_cpu(t, g, cpu, true, !split, immediate,
 				    mode == FLUSH_QUIESCED);
@@ -483,7 +504,7 @@ static void flush_subtree(struct tally_stats_tree *t,
 		tally_inject(TALLY_INJECT_FLUSH_BETWEEN_PASSES);
 		stats_barrier_ticketed(t);
 		for (unsigned int cpu = 0; cpu < nr; cpu++) {
-			lock_engine(t);
+			lock_engine(t, NULL);
 			visited += pass_cpu(t, g, cpu, false, true, false,
 					    false);
 			pthread_mutex_unlock(&t->flush_lock);

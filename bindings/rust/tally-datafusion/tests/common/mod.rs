@@ -52,21 +52,32 @@ fn spills(plan: &Arc<dyn ExecutionPlan>) -> usize {
         + plan.children().into_iter().map(spills).sum::<usize>()
 }
 
-/// A session whose runtime uses `pool`, two partitions.
-pub fn session(pool: Arc<dyn MemoryPool>) -> Result<SessionContext> {
+/// A session whose runtime uses `pool`, `partitions` partitions.
+pub fn session(pool: Arc<dyn MemoryPool>, partitions: usize) -> Result<SessionContext> {
     let runtime = RuntimeEnvBuilder::new()
         .with_memory_pool(pool)
         .build_arc()?;
     let config = SessionConfig::new()
-        .with_target_partitions(2)
+        .with_target_partitions(partitions)
         .with_batch_size(8192);
     Ok(SessionContext::new_with_config_rt(config, runtime))
 }
 
-/// Runs `sql` on a session of `pool`; `ordered` digests the rows in
-/// order (and checks the first column is what the sort key orders).
+/// Runs `sql` on a two-partition session of `pool`; `ordered` digests
+/// the rows in order (and checks the first column is what the sort key
+/// orders).
 pub async fn run(pool: Arc<dyn MemoryPool>, sql: &str, ordered: bool) -> Result<Outcome> {
-    let ctx = session(pool)?;
+    run_partitions(pool, sql, ordered, 2).await
+}
+
+/// [`run`] on `partitions` partitions.
+pub async fn run_partitions(
+    pool: Arc<dyn MemoryPool>,
+    sql: &str,
+    ordered: bool,
+    partitions: usize,
+) -> Result<Outcome> {
+    let ctx = session(pool, partitions)?;
     let plan = ctx.sql(sql).await?.create_physical_plan().await?;
     let mut stream = execute_stream(plan.clone(), ctx.task_ctx())?;
     let (mut rows, mut digest, mut last_key) = (0u64, 0u64, None::<i64>);

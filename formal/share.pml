@@ -7,12 +7,8 @@
  *   clock		tree.flush_clock (take_stamp(): add, then a fence)
  *   act		share.active: 0, CLAIMING, or the running shared
  *			flush's stamp
- *   progress		share.progress: odd while the shared flush waits
- *			for the engine's lock, advanced (to the next even
- *			value) once it has it, at each of the engine's lock
- *			round trips (two here)
- *   engine		tree.engine_holds: the engine's lock taken, by any
- *			flush (the shared one and takeovers)
+ *   progress		share.progress, ticked by the shared flush at each
+ *			lock round trip of the engine (two here)
  *   done_stamp		share.done_stamp (raise_to())
  *   upd		the group's updates made so far (the readers' own)
  *   folded		what a read returns: the updates the flushes done so
@@ -28,10 +24,7 @@
  * again: an end state).  A watcher looks at progress twice and may take
  * over when it did not move in between, as the C does after a nap
  * without a tick: the model lets it take over at any such look (the
- * nap is a time, which the model has not).  Except, at most QUEUED_NAPS
- * looks in a row, when the flush waits for the engine's lock (odd
- * progress) and the engine moved since the last look: then it looks
- * again (behind_moving_engine in watch()).
+ * nap is a time, which the model has not).
  *
  * Properties (assertions): a read returns every update made before it
  * (folded >= its own update), and every reader that does not stop
@@ -42,10 +35,6 @@
  * -DMUTANT_NO_TAKEOVER: a watcher waits until the flush it watches ends
  * (the design before takeovers); spin must find a reader that never
  * returns.
- * -DMUTANT_WAIT_IN_ANY_LINE: a watcher keeps looking as long as the
- * flush waits for the engine's lock, whether the engine moves or not;
- * spin must find a reader that never returns (a flusher stopped in the
- * line).
  * -DMUTANT_JOIN_EARLIER: a forced read also takes a shared flush that was
  * running at its arrival, once it is done (as an if-needed read does);
  * spin must find a stale read.
@@ -58,12 +47,10 @@
 #define NREADERS	2
 #endif
 #define CLAIMING	255
-#define QUEUED_NAPS	2
 
 byte clock;
 byte act;
 byte progress;
-byte engine;
 byte done_stamp;
 byte active_done;
 byte upd;
@@ -94,31 +81,21 @@ inline take_stamp(s, snap)
 }
 
 /*
- * One of the engine's lock round trips (lock_engine(), a pass, tick()):
- * a shared flush may first wait for the lock, its progress odd meanwhile.
- */
-inline round_trip(me, shared)
-{
-	if
-	:: shared -> progress = progress | 1
-	:: true
-	fi;
-	maybe_stop(me);
-	engine++;
-	if
-	:: shared -> progress = (progress | 1) + 1
-	:: else
-	fi
-}
-
-/*
- * run_flush(): the engine's two lock round trips, then done_stamp
- * raised, then, shared, active_done and act.
+ * run_flush(): the engine's two lock round trips (ticked when shared),
+ * then done_stamp raised, then, shared, active_done and act.
  */
 inline run_flush(me, s, snap, shared)
 {
-	round_trip(me, shared);
-	round_trip(me, shared);
+	maybe_stop(me);
+	if
+	:: shared -> progress++
+	:: else
+	fi;
+	maybe_stop(me);
+	if
+	:: shared -> progress++
+	:: else
+	fi;
 	atomic {
 		if
 		:: folded < snap -> folded = snap
@@ -142,7 +119,7 @@ inline run_flush(me, s, snap, shared)
 
 proctype reader(byte me)
 {
-	byte mine, arrival, a, seen, eng, queued, s, snap, cover;
+	byte mine, arrival, a, seen, s, snap, cover;
 	bit took;
 
 	atomic {		/* tally_stats_mod(g, 0, 1) */
@@ -182,32 +159,13 @@ proctype reader(byte me)
 		:: else ->
 			/* watch(): until served or the flush ends */
 			seen = progress;
-			eng = engine;
-			queued = 0;
 			do
 			:: done_stamp > arrival -> break
 			:: cover != 0 && active_done >= cover -> break
 			:: act != a -> break
-			:: progress != seen ->
-				seen = progress;
-				eng = engine;
-				queued = 0
-#ifndef MUTANT_WAIT_IN_ANY_LINE
-			:: progress == seen && (seen & 1) && engine != eng &&
-			   queued < QUEUED_NAPS ->
-				/* behind a moving engine: look again */
-				EVENT(4, 1);
-				eng = engine;
-				queued++
-#endif
+			:: progress != seen -> seen = progress
 #ifndef MUTANT_NO_TAKEOVER
-			:: progress == seen &&
-#ifdef MUTANT_WAIT_IN_ANY_LINE
-			   !(seen & 1) ->
-#else
-			   !((seen & 1) && engine != eng &&
-			     queued < QUEUED_NAPS) ->
-#endif
+			:: progress == seen ->
 				/* stalled: a takeover */
 				EVENT(2, stopped);
 				take_stamp(s, snap);

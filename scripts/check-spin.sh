@@ -195,8 +195,7 @@ verify grace_verifies "grace" grace.pml \
 	5:advance_held_back_by_a_reader"
 verify share_verifies "share" share.pml \
 	"1:reader_watching_a_flush 2:takeover_of_a_stopped_flush
-	3:reader_returning_past_a_stopped_flush
-	4:reader_waiting_behind_a_moving_engine"
+	3:reader_returning_past_a_stopped_flush"
 
 reject mutant_eviction_outside_a_section_refuses_falsely \
 	"mutant: eviction outside a section, no victim pressure check" \
@@ -217,9 +216,6 @@ reject mutant_free_after_one_advance_frees_under_a_reader \
 reject mutant_reader_without_takeover_waits_for_a_stopped_flusher \
 	"mutant: a watcher waits until the flush ends" share.pml \
 	"((returned+stopped)==" -DMUTANT_NO_TAKEOVER
-reject mutant_waiting_in_any_line_waits_for_a_stopped_flusher \
-	"mutant: a watcher waits while the flush waits for the lock" \
-	share.pml "((returned+stopped)==" -DMUTANT_WAIT_IN_ANY_LINE
 reject mutant_forced_read_joining_an_earlier_flush_is_stale \
 	"mutant: a forced read takes a flush running at its arrival" \
 	share.pml "(folded>=mine)" -DMUTANT_JOIN_EARLIER

@@ -13,9 +13,8 @@
  *                                                         B      E
  *
  * A flush of G first zeroes the threshold count (over) of every node of
- * G's updated subtree on every CPU (up to 64 CPUs per hold of flush_lock,
- * the last hold going on with the first CPU's passes) before any CPU is
- * folded: an update made on a CPU after that CPU's passes is
+ * G's updated subtree on every CPU, one hold of flush_lock per CPU, before
+ * any CPU is folded: an update made on a CPU after that CPU's passes is
  * not folded by this flush, so its count must survive it (zeroing a node
  * as each CPU is passed would wipe the counts of the CPUs passed before,
  * and an if-needed read would then miss more than its bound).  Counts
@@ -209,44 +208,20 @@ static struct tally_stats_group *walk_next(struct tally_stats_group *g,
 /* --- the two passes ----------------------------------------------------- */
 
 /*
- * Progress of a shared flush, watched by the readers who share it
- * (stats_read.c): 2 per lock round trip, and odd while the flush waits
- * for flush_lock.  Only its flusher writes it.
+ * Take flush_lock for a pass.  A pass that finds it held is counted with
+ * the time it waited (tally_stats_info): under overload, that wait (a
+ * holder waiting for a CPU) is what a fresh read's tail is made of.
  */
-static void set_progress(uint64_t *progress, bool waiting)
-{
-	uint64_t v;
-
-	if (!progress)
-		return;
-	v = __atomic_load_n(progress, __ATOMIC_RELAXED);
-	__atomic_store_n(progress, waiting ? v | 1 : (v | 1) + 1,
-			 __ATOMIC_RELAXED);
-}
-
-/*
- * Take flush_lock for a pass.  A pass that finds it held says so in its
- * progress while it waits, and is counted with the time it waited
- * (tally_stats_info): under overload, that wait (a holder waiting for a
- * CPU, then a line of flushes) is what a fresh read's tail is made of.
- * Each hold counts in engine_holds, so that readers can tell a flush
- * waiting behind a moving engine from one that does not run.
- */
-static void lock_engine(struct tally_stats_tree *t, uint64_t *progress)
+static void lock_engine(struct tally_stats_tree *t)
 {
 	uint64_t start;
 
-	if (pthread_mutex_trylock(&t->flush_lock)) {
-		set_progress(progress, true);
-		start = stats_mono_ns();
-		pthread_mutex_lock(&t->flush_lock);
-		set_progress(progress, false);
-		stats_count_info(&t->info.flush_lock_waits, 1);
-		stats_count_info(&t->info.flush_lock_wait_ns,
-				 stats_mono_ns() - start);
-	}
-	__atomic_store_n(&t->engine_holds, t->engine_holds + 1,
-			 __ATOMIC_RELAXED);
+	if (!pthread_mutex_trylock(&t->flush_lock))
+		return;
+	start = stats_mono_ns();
+	pthread_mutex_lock(&t->flush_lock);
+	stats_count_info(&t->info.flush_lock_waits, 1);
+	stats_count_info(&t->info.flush_lock_wait_ns, stats_mono_ns() - start);
 }
 
 /*
@@ -275,45 +250,32 @@ static void mark_cpu(struct tally_stats_group *g, unsigned int cpu,
 	}
 }
 
-/* A lock round trip of a flush done. */
+/* A lock round trip of a flush done: only its flusher writes @progress. */
 static void tick(uint64_t *progress)
 {
-	set_progress(progress, false);
+	if (progress)
+		__atomic_store_n(progress,
+				 __atomic_load_n(progress, __ATOMIC_RELAXED) + 1,
+				 __ATOMIC_RELAXED);
 }
 
 /*
- * CPUs whose counts a flush zeroes per hold of flush_lock: every hand-over
- * of the lock to a sleeping flush costs a wake-up, and with more threads
- * than CPUs a wait for a CPU, so a flush takes it as few times as it can
- * while still letting flushes of other subtrees in between.
- */
-#define ZERO_CPUS_PER_HOLD 64
-
-/*
- * Before any fold: zero the over of every node of @g's updated subtree on
+ * Before any pass: zero the over of every node of @g's updated subtree on
  * every CPU (see the top of the file).  A node that is linked nowhere
- * holds no count of an update that this flush folds.  Returns with
- * flush_lock held, so that the first CPU's pass runs in the same hold: a
- * flush of n CPUs takes the lock n times (plus one per
- * ZERO_CPUS_PER_HOLD CPUs beyond the first), not 2n.
+ * holds no count of an update that this flush folds.
  */
 static void zero_over(struct tally_stats_tree *t, struct tally_stats_group *g,
 		      uint64_t *progress)
 {
-	unsigned int nr = t->domain->nr_cpus;
-
-	for (unsigned int cpu = 0; cpu < nr; cpu++) {
-		if (cpu % ZERO_CPUS_PER_HOLD == 0)
-			lock_engine(t, progress);
+	for (unsigned int cpu = 0; cpu < t->domain->nr_cpus; cpu++) {
+		lock_engine(t);
 		pop_updates(t, cpu);
 		for (struct tally_stats_group *n = walk_first(g, cpu); n;
 		     n = walk_next(g, n, cpu))
 			/* Most are 0 already: a load leaves the line shared. */
 			if (__atomic_load_n(&n->over, __ATOMIC_RELAXED))
 				__atomic_store_n(&n->over, 0, __ATOMIC_RELAXED);
-		if (cpu % ZERO_CPUS_PER_HOLD == ZERO_CPUS_PER_HOLD - 1 &&
-		    cpu + 1 < nr)
-			pthread_mutex_unlock(&t->flush_lock);
+		pthread_mutex_unlock(&t->flush_lock);
 		tick(progress);
 	}
 }
@@ -438,25 +400,22 @@ static uint64_t fold_cpu(struct tally_stats_group *g, unsigned int cpu,
 	return visited;
 }
 
-/* Before pass 1 on @cpu: claims seen by updates that completed before us
- * are pushed. */
-static void wait_for_claims(struct tally_stats_tree *t, unsigned int cpu)
-{
-	stats_wait_for_pushes(tally_percpu_ptr(t->pushing, cpu));
-}
-
 /*
- * Pass 1 (@mark), pass 2 (@fold) or both on one CPU, flush_lock held.
- * Both at once need no barrier between them: what an update racing with
- * the mark hides from the fold stays linked, unsettled.
+ * Pass 1 (@mark), pass 2 (@fold) or both on one CPU, under one hold of
+ * flush_lock.  Both at once need no barrier between them: what an update
+ * racing with the mark hides from the fold stays linked, unsettled.
  */
-static uint64_t pass_cpu(struct tally_stats_tree *t,
-			 struct tally_stats_group *g, unsigned int cpu,
-			 bool mark, bool fold, bool immediate, bool quiesced)
+static uint64_t flush_cpu(struct tally_stats_tree *t,
+			  struct tally_stats_group *g, unsigned int cpu,
+			  bool mark, bool fold, bool immediate, bool quiesced)
 {
 	bool unsettled = false;
 	uint64_t visited = 0;
 
+	/* Claims seen by updates that completed before us are pushed. */
+	if (mark)
+		stats_wait_for_pushes(tally_percpu_ptr(t->pushing, cpu));
+	lock_engine(t);
 	pop_updates(t, cpu);
 	if (mark)
 		mark_cpu(g, cpu, immediate, quiesced);
@@ -464,6 +423,7 @@ static uint64_t pass_cpu(struct tally_stats_tree *t,
 		__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	if (fold)
 		visited = fold_cpu(g, cpu, &unsettled);
+	pthread_mutex_unlock(&t->flush_lock);
 	if (unsettled && !__atomic_load_n(&t->unsettled, __ATOMIC_RELAXED))
 		__atomic_store_n(&t->unsettled, true, __ATOMIC_RELAXED);
 	return visited;
@@ -482,32 +442,23 @@ static void flush_subtree(struct tally_stats_tree *t,
 	/* Updates fence or are seq_cst atomics: a fence settles the marks. */
 	bool immediate = t->simulated || stats_barriers_fenced();
 
-	/* A settled flush marks every CPU, then a barrier, then folds. */
-	bool split = mode == FLUSH_SETTLED && !immediate;
-
 	__atomic_store_n(&g->over, 0, __ATOMIC_RELAXED);
-	wait_for_claims(t, 0);
 	zero_over(t, g, progress);
-	for (unsigned int cpu = 0; cpu < nr; cpu++) {
-		if (cpu) {
-			wait_for_claims(t, cpu);
-			lock_engine(t, progress);
-		}
-		visited += pass_cpu(t, g, cpu, true, !split, immediate,
-				    mode == FLUSH_QUIESCED);
-		pthread_mutex_unlock(&t->flush_lock);
-		tick(progress);
-		if (!cpu && !split)
-			tally_inject(TALLY_INJECT_FLUSH_BETWEEN_PASSES);
-	}
-	if (split) {
+	if (mode == FLUSH_SETTLED && !immediate) {
+		for (unsigned int cpu = 0; cpu < nr; cpu++)
+			flush_cpu(t, g, cpu, true, false, false, false);
 		tally_inject(TALLY_INJECT_FLUSH_BETWEEN_PASSES);
 		stats_barrier_ticketed(t);
+		for (unsigned int cpu = 0; cpu < nr; cpu++)
+			visited += flush_cpu(t, g, cpu, false, true, false,
+					     false);
+	} else {
 		for (unsigned int cpu = 0; cpu < nr; cpu++) {
-			lock_engine(t, NULL);
-			visited += pass_cpu(t, g, cpu, false, true, false,
-					    false);
-			pthread_mutex_unlock(&t->flush_lock);
+			visited += flush_cpu(t, g, cpu, true, true, immediate,
+					     mode == FLUSH_QUIESCED);
+			tick(progress);
+			if (!cpu)
+				tally_inject(TALLY_INJECT_FLUSH_BETWEEN_PASSES);
 		}
 	}
 	stats_count_info(&t->info.groups_flushed, visited);

@@ -112,9 +112,7 @@ struct stats_fpcpu {
 struct stats_share {
 	uint64_t active;		/* stamp of the shared flush running,
 					 * 0: none */
-	uint64_t progress;		/* its CPUs passed, times 2; odd while
-					 * it waits for flush_lock: waiters
-					 * watch it */
+	uint64_t progress;		/* its CPUs passed: waiters watch it */
 	uint64_t done_stamp;		/* highest of the flushes done,
 					 * takeovers too */
 	/*
@@ -220,11 +218,6 @@ struct tally_stats_tree {
 
 	/* stats_flush.c */
 	pthread_mutex_t flush_lock __attribute__((aligned(STATS_CACHELINE)));
-	/*
-	 * Holds of flush_lock taken so far, written under it: a reader
-	 * whose flusher waits for the lock sees the engine move without it.
-	 */
-	uint64_t engine_holds;
 	/*
 	 * Nodes wait for a barrier: loaded after every read's flush, set
 	 * rarely; a line of its own, not the one each flush_lock round trip

@@ -30,11 +30,7 @@
  *     which every flush of G bumps and wakes when it is done;
  *   - takes over as soon as a nap passed without progress (the flusher
  *     is preempted, stopped or blocked): it runs a flush of G of its
- *     own, alongside, which started after its arrival.  Except while
- *     the flush waits for the engine's lock and other flushes take it
- *     (the line it waits in moves): a takeover would only wait in the
- *     same line, and lengthen it.  That exception lasts QUEUED_NAPS
- *     naps at most.
+ *     own, alongside, which started after its arrival.
  *
  * No lock: a lock that kept the shares made every reader of the tree wait
  * for whichever reader held it when it was preempted, and on a machine
@@ -50,8 +46,7 @@
  * reader.
  *
  * Invariant: a reader waits only for a flush of its own group that made
- * progress during its last nap (or, for at most QUEUED_NAPS naps, waits
- * for the engine's lock while other flushes take it), and returns only once a flush of its
+ * progress during its last nap, and returns only once a flush of its
  * group or of an ancestor that started after its arrival (or, if-needed,
  * the one that ran at its arrival) is done: never stale, never more than
  * a nap behind a thread that does not run.  Several flushes of one group
@@ -86,8 +81,6 @@
 #define SPIN_NS 2000ull
 #define NAP_NS 200000l
 #define CLOCK_EVERY 32
-/* Naps in a row a waiter spends on a flush queued behind a moving engine. */
-#define QUEUED_NAPS 8
 
 /* stats_share.active while its claimer takes the flush's stamp. */
 #define SHARE_CLAIMING UINT64_MAX
@@ -206,17 +199,6 @@ static bool watch_ends(const struct tally_stats_group *g, uint64_t active,
 	       __atomic_load_n(&g->share.active, __ATOMIC_ACQUIRE) != active;
 }
 
-/* Whether other flushes took flush_lock since *@engine (then updated). */
-static bool engine_moved(const struct tally_stats_group *g, uint64_t *engine)
-{
-	uint64_t now = __atomic_load_n(&g->tree->engine_holds,
-				       __ATOMIC_RELAXED);
-	bool moved = now != *engine;
-
-	*engine = now;
-	return moved;
-}
-
 /*
  * Watch @g's shared flush @active until the reader is served or that
  * flush ends (true), or it made no progress during a whole nap (false).
@@ -229,16 +211,12 @@ static bool watch(struct tally_stats_group *g, uint64_t active,
 {
 	struct stats_share *s = &g->share;
 	uint64_t seen = __atomic_load_n(&s->progress, __ATOMIC_RELAXED);
-	uint64_t engine = __atomic_load_n(&g->tree->engine_holds,
-					  __ATOMIC_RELAXED);
-	unsigned int queued_naps = 0;
 	uint64_t until = stats_mono_ns() + SPIN_NS;
 	const struct timespec nap = { 0, NAP_NS };
 
 	for (unsigned int spins = 1; !watch_ends(g, active, w); spins++) {
 		uint32_t seq;
 		uint64_t p;
-		bool moved;
 
 		__builtin_ia32_pause();
 		if (spins % CLOCK_EVERY || stats_mono_ns() < until)
@@ -254,23 +232,9 @@ static bool watch(struct tally_stats_group *g, uint64_t active,
 		if (watch_ends(g, active, w))
 			break;
 		p = __atomic_load_n(&s->progress, __ATOMIC_RELAXED);
-		moved = engine_moved(g, &engine);
-		if (p != seen) {
-			seen = p;
-			queued_naps = 0;
-			continue;
-		}
-		/*
-		 * No progress.  A flush waiting for flush_lock (odd) while
-		 * other flushes took it is in a line that moves: a takeover
-		 * would wait in the same line, one more flush in it (under
-		 * overload, such takeovers made the line, and every read's
-		 * wait, several times longer).  At most QUEUED_NAPS naps in
-		 * a row: a flusher stopped in the line while the engine
-		 * stays busy holds its readers no longer.
-		 */
-		if (!((p & 1) && moved && ++queued_naps < QUEUED_NAPS))
+		if (p == seen)
 			return false;
+		seen = p;
 	}
 	return true;
 }

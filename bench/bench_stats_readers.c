@@ -250,7 +250,7 @@ static void readers_report(struct run *r)
 		}
 	}
 	fprintf(r->out,
-		"(engine waits: flush passes that found the flush engine's lock held\n"
+		"(engine waits: times a flush found the flush engine's lock held\n"
 		" and slept, with their mean wait; mutex waits: linux68's flushes that\n"
 		" found its one flush mutex held; naps and takeovers: readers waiting for\n"
 		" their group's shared flush (tally only); switches: the process's\n"

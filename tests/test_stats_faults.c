@@ -38,12 +38,24 @@ static const struct tally_stat_desc schema[] = {
 };
 #define NS ((unsigned int)ARRAY_SIZE(schema))
 
+/*
+ * A flush of a few CPUs holds the engine's lock once, from its first CPU
+ * to its last: the tests that stop a flush between two CPUs' passes
+ * (TALLY_INJECT_FLUSH_BETWEEN_PASSES) make it take the lock per CPU, as
+ * a flush of more than STATS_CPUS_PER_HOLD CPUs does.
+ */
+static void one_cpu_per_hold(struct tally_stats_tree *t)
+{
+	t->cpus_per_hold = 1;
+}
+
 static struct tally_stats_tree *tree_with(const struct tally_stats_options *o)
 {
 	struct tally_stats_tree *t = NULL;
 
 	if (!CHECK_EQ_LONG(tally_stats_tree_create(&t, schema, NS, o), 0))
 		return NULL;
+	one_cpu_per_hold(t);
 	return t;
 }
 
@@ -387,6 +399,7 @@ TEST(updates_behind_a_flush_keep_if_needed_reads_within_the_bound)
 	long v = -1, total;
 
 	REQUIRE(tally_stats_tree_create(&t, one, 1, &o) == 0);
+	one_cpu_per_hold(t);
 	REQUIRE(tally_stats_group_create(tally_stats_root(t), "leaf",
 					 &late_leaf) == 0);
 	/* Updated on both CPUs, so that the flush passes both. */
@@ -678,6 +691,7 @@ TEST(linux61_periodic_tick_that_skips_the_flush_returns_0)
 
 	REQUIRE(bench_stats_tree_create(&t, schema, NS, &o,
 					BENCH_STATS_LINUX61) == 0);
+	one_cpu_per_hold(t);
 	root = tally_stats_root(t);
 	tally_stats_mod(root, 1, 3);
 	blocker_init(&b);

@@ -490,9 +490,9 @@ int tally_stats_periodic_tick(struct tally_stats_tree *t);
  *	stopped or blocked) and ran one themselves.
  * @naps: naps of readers waiting for a flush of their group (each at most
  *	200 us, ended early when the flush is done).
- * @flush_lock_waits: passes of flushes (one or two per CPU per flush) that
- *	found the flush engine's lock held by another flush and slept for
- *	it.
+ * @flush_lock_waits: times a flush found the flush engine's lock held by
+ *	another flush and slept for it (a flush takes it once, or once per
+ *	64 CPUs for its zeroing and again for its passes on more CPUs).
  * @flush_lock_wait_ns: the time they slept, in all.  With more threads
  *	than CPUs, a holder waiting for a CPU makes these long: the share of
  *	a fresh read's latency that no flushing design avoids.

@@ -13,15 +13,13 @@
  *                                                         B      E
  *
  * A flush of G first zeroes the threshold count (over) of every node of
- * G's updated subtree on every CPU, one hold of flush_lock per CPU, before
- * any CPU is folded: an update made on a CPU after that CPU's passes is
- * not folded by this flush, so its count must survive it (zeroing a node
- * as each CPU is passed would wipe the counts of the CPUs passed before,
- * and an if-needed read would then miss more than its bound).  Counts
- * added after the zeroing by updates the flush does fold only make a
- * later read flush early.  Then it runs two passes on each CPU in turn,
- * both under one hold of flush_lock (so flushes of other subtrees
- * interleave with it, CPU by CPU):
+ * G's updated subtree on every CPU before any CPU is folded: an update
+ * made on a CPU after that CPU's passes is not folded by this flush, so
+ * its count must survive it (zeroing a node as each CPU is passed would
+ * wipe the counts of the CPUs passed before, and an if-needed read would
+ * then miss more than its bound).  Counts added after the zeroing by
+ * updates the flush does fold only make a later read flush early.  Then
+ * it runs two passes on each CPU in turn:
  *
  *   1. wait for the CPU's pushes in progress, pop its list, make the
  *      linked nodes of G's updated subtree idle (each node notes the
@@ -30,6 +28,15 @@
  *      prev; local += delta; hier += delta + pending; the parent's pending
  *      += the same; unlink the nodes still idle that keep no child and
  *      that a barrier started after their idle mark has settled.
+ *
+ * A flush of at most STATS_CPUS_PER_HOLD CPUs does all of it under one
+ * hold of flush_lock; a larger one holds it for that many CPUs at a time
+ * (the zeroing, then the passes), so that flushes of other subtrees
+ * interleave with a long one.  One hold per flush because, with more
+ * threads than CPUs, every hand-over of the lock to a flush asleep on it
+ * costs a wait for the scheduler: flushes that took the lock once per CPU
+ * and per step, interleaved with each other, waited in its line several
+ * times each.
  *
  * Barriers.  An update stores its stat, then loads queued with no fence;
  * pass 1 stores idle, pass 2 loads the stat.  Without a barrier both loads
@@ -63,14 +70,16 @@
  * flush that starts after an update happened before reads it (freshness).
  *
  * Waiting: pass 1 must not pop before the pushes of claims that completed
- * updates relied on.  It spins briefly, then sleeps on a futex that the
- * last pusher wakes: it never burns a CPU on a preempted or stopped
- * updater (but it does wait for it to run again).
+ * updates relied on, and waits before it takes flush_lock for those
+ * CPUs (never holding it while an updater finishes a push).  It spins
+ * briefly, then sleeps on a futex that the last pusher wakes: it never
+ * burns a CPU on a preempted or stopped updater (but it does wait for it
+ * to run again).
  *
  * Barriers, their modes and tickets: stats_barrier.c.
  *
- * Cost of a flush: O(nr_cpus) pops, waits and lock round trips (one per
- * CPU) plus O(updated groups x nr_stats), where the updated groups include
+ * Cost of a flush: O(nr_cpus) pops and waits, one lock round trip per
+ * STATS_CPUS_PER_HOLD CPUs (two for a flush of more), plus O(updated groups x nr_stats), where the updated groups include
  * those updated within the last SETTLE_NS; no system call.  A barrier:
  * one membarrier() per SETTLE_NS at most, whatever the flush rate.
  */
@@ -260,24 +269,20 @@ static void tick(uint64_t *progress)
 }
 
 /*
- * Before any pass: zero the over of every node of @g's updated subtree on
- * every CPU (see the top of the file).  A node that is linked nowhere
- * holds no count of an update that this flush folds.
+ * Before any pass, flush_lock held: zero the over of every node of @g's
+ * updated subtree on @cpu, for every CPU (see the top of the file).  A
+ * node that is linked nowhere holds no count of an update that this
+ * flush folds.
  */
-static void zero_over(struct tally_stats_tree *t, struct tally_stats_group *g,
-		      uint64_t *progress)
+static void zero_cpu(struct tally_stats_tree *t, struct tally_stats_group *g,
+		     unsigned int cpu)
 {
-	for (unsigned int cpu = 0; cpu < t->domain->nr_cpus; cpu++) {
-		lock_engine(t);
-		pop_updates(t, cpu);
-		for (struct tally_stats_group *n = walk_first(g, cpu); n;
-		     n = walk_next(g, n, cpu))
-			/* Most are 0 already: a load leaves the line shared. */
-			if (__atomic_load_n(&n->over, __ATOMIC_RELAXED))
-				__atomic_store_n(&n->over, 0, __ATOMIC_RELAXED);
-		pthread_mutex_unlock(&t->flush_lock);
-		tick(progress);
-	}
+	pop_updates(t, cpu);
+	for (struct tally_stats_group *n = walk_first(g, cpu); n;
+	     n = walk_next(g, n, cpu))
+		/* Most are 0 already: a load leaves the line shared. */
+		if (__atomic_load_n(&n->over, __ATOMIC_RELAXED))
+			__atomic_store_n(&n->over, 0, __ATOMIC_RELAXED);
 }
 
 /* Wrapping add of a flushed value (readers load it concurrently). */
@@ -400,22 +405,25 @@ static uint64_t fold_cpu(struct tally_stats_group *g, unsigned int cpu,
 	return visited;
 }
 
+/* Before pass 1 on @cpu: claims seen by updates that completed before the
+ * flush are pushed. */
+static void wait_for_claims(struct tally_stats_tree *t, unsigned int cpu)
+{
+	stats_wait_for_pushes(tally_percpu_ptr(t->pushing, cpu));
+}
+
 /*
- * Pass 1 (@mark), pass 2 (@fold) or both on one CPU, under one hold of
- * flush_lock.  Both at once need no barrier between them: what an update
- * racing with the mark hides from the fold stays linked, unsettled.
+ * Pass 1 (@mark), pass 2 (@fold) or both on one CPU, flush_lock held.
+ * Both at once need no barrier between them: what an update racing with
+ * the mark hides from the fold stays linked, unsettled.
  */
-static uint64_t flush_cpu(struct tally_stats_tree *t,
-			  struct tally_stats_group *g, unsigned int cpu,
-			  bool mark, bool fold, bool immediate, bool quiesced)
+static uint64_t pass_cpu(struct tally_stats_tree *t,
+			 struct tally_stats_group *g, unsigned int cpu,
+			 bool mark, bool fold, bool immediate, bool quiesced)
 {
 	bool unsettled = false;
 	uint64_t visited = 0;
 
-	/* Claims seen by updates that completed before us are pushed. */
-	if (mark)
-		stats_wait_for_pushes(tally_percpu_ptr(t->pushing, cpu));
-	lock_engine(t);
 	pop_updates(t, cpu);
 	if (mark)
 		mark_cpu(g, cpu, immediate, quiesced);
@@ -423,7 +431,6 @@ static uint64_t flush_cpu(struct tally_stats_tree *t,
 		__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	if (fold)
 		visited = fold_cpu(g, cpu, &unsettled);
-	pthread_mutex_unlock(&t->flush_lock);
 	if (unsettled && !__atomic_load_n(&t->unsettled, __ATOMIC_RELAXED))
 		__atomic_store_n(&t->unsettled, true, __ATOMIC_RELAXED);
 	return visited;
@@ -442,23 +449,48 @@ static void flush_subtree(struct tally_stats_tree *t,
 	/* Updates fence or are seq_cst atomics: a fence settles the marks. */
 	bool immediate = t->simulated || stats_barriers_fenced();
 
+	/* A settled flush marks every CPU, then a barrier, then folds. */
+	bool split = mode == FLUSH_SETTLED && !immediate;
+	/* The CPUs of one hold of flush_lock: every CPU, in one, if few. */
+	unsigned int per = split ? 1 : t->cpus_per_hold;
+	bool one_hold = nr <= per;
+
 	__atomic_store_n(&g->over, 0, __ATOMIC_RELAXED);
-	zero_over(t, g, progress);
-	if (mode == FLUSH_SETTLED && !immediate) {
+	if (one_hold)
 		for (unsigned int cpu = 0; cpu < nr; cpu++)
-			flush_cpu(t, g, cpu, true, false, false, false);
+			wait_for_claims(t, cpu);
+	for (unsigned int cpu = 0; cpu < nr; cpu++) {
+		if (cpu % per == 0)
+			lock_engine(t);
+		zero_cpu(t, g, cpu);
+		if (!one_hold && (cpu % per == per - 1 || cpu == nr - 1))
+			pthread_mutex_unlock(&t->flush_lock);
+		tick(progress);
+	}
+	for (unsigned int first = 0; first < nr; first += per) {
+		unsigned int end = first + per < nr ? first + per : nr;
+
+		if (!one_hold) {
+			for (unsigned int cpu = first; cpu < end; cpu++)
+				wait_for_claims(t, cpu);
+			lock_engine(t);
+		}
+		for (unsigned int cpu = first; cpu < end; cpu++)
+			visited += pass_cpu(t, g, cpu, true, !split, immediate,
+					    mode == FLUSH_QUIESCED);
+		pthread_mutex_unlock(&t->flush_lock);
+		tick(progress);
+		if (first == 0 && !split)
+			tally_inject(TALLY_INJECT_FLUSH_BETWEEN_PASSES);
+	}
+	if (split) {
 		tally_inject(TALLY_INJECT_FLUSH_BETWEEN_PASSES);
 		stats_barrier_ticketed(t);
-		for (unsigned int cpu = 0; cpu < nr; cpu++)
-			visited += flush_cpu(t, g, cpu, false, true, false,
-					     false);
-	} else {
 		for (unsigned int cpu = 0; cpu < nr; cpu++) {
-			visited += flush_cpu(t, g, cpu, true, true, immediate,
-					     mode == FLUSH_QUIESCED);
-			tick(progress);
-			if (!cpu)
-				tally_inject(TALLY_INJECT_FLUSH_BETWEEN_PASSES);
+			lock_engine(t);
+			visited += pass_cpu(t, g, cpu, false, true, false,
+					    false);
+			pthread_mutex_unlock(&t->flush_lock);
 		}
 	}
 	stats_count_info(&t->info.groups_flushed, visited);
@@ -517,6 +549,7 @@ bool stats_group_clean(const struct tally_stats_group *g)
 void stats_flush_init(struct tally_stats_tree *t)
 {
 	pthread_mutex_init(&t->flush_lock, NULL);
+	t->cpus_per_hold = STATS_CPUS_PER_HOLD;
 }
 
 void stats_flush_fini(struct tally_stats_tree *t)

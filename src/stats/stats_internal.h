@@ -109,6 +109,12 @@ struct stats_fpcpu {
 };
 
 /* TALLY design: one group's shared flush (stats_read.c), atomics. */
+/*
+ * A flush of at most this many CPUs holds flush_lock once; a larger one
+ * takes it for this many CPUs at a time (stats_flush.c).
+ */
+#define STATS_CPUS_PER_HOLD 64
+
 struct stats_share {
 	uint64_t active;		/* stamp of the shared flush running,
 					 * 0: none */
@@ -218,6 +224,11 @@ struct tally_stats_tree {
 
 	/* stats_flush.c */
 	pthread_mutex_t flush_lock __attribute__((aligned(STATS_CACHELINE)));
+	/*
+	 * CPUs a flush passes per hold of flush_lock (STATS_CPUS_PER_HOLD;
+	 * tests lower it to stop a flush between two CPUs).
+	 */
+	unsigned int cpus_per_hold;
 	/*
 	 * Nodes wait for a barrier: loaded after every read's flush, set
 	 * rarely; a line of its own, not the one each flush_lock round trip

@@ -78,9 +78,10 @@
  *
  * Barriers, their modes and tickets: stats_barrier.c.
  *
- * Cost of a flush: O(nr_cpus) pops and waits, one lock round trip per
- * STATS_CPUS_PER_HOLD CPUs (two for a flush of more), plus O(updated groups x nr_stats), where the updated groups include
- * those updated within the last SETTLE_NS; no system call.  A barrier:
+ * Cost of a flush: O(nr_cpus) pops and waits, one lock round trip (two
+ * per STATS_CPUS_PER_HOLD CPUs for a flush of more) plus O(updated
+ * groups x nr_stats), where the updated groups include those updated
+ * within the last SETTLE_NS; no system call.  A barrier:
  * one membarrier() per SETTLE_NS at most, whatever the flush rate.
  */
 #define _GNU_SOURCE

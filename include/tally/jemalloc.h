@@ -174,11 +174,13 @@ int tally_jemalloc_init(const struct tally_jemalloc_options *opts);
  * Cost: a change of arena costs microseconds (docs/jemalloc.md: jemalloc
  * merges the cache's statistics under the old arena's bin locks and
  * purges that arena when no thread is left in it); setting the group the
- * thread is already in calls no mallctl(), but takes the integration's
- * lock and finds the group in a list of the groups with arenas.
+ * thread is already in calls no mallctl().  A group among the last four
+ * the thread set (the one it is in, most often) is found in the thread's
+ * own notes, without a lock; another one takes the integration's lock
+ * and is found in a list of the groups with arenas.
  *
- * Context: MT-safe; not async-signal-safe: takes the integration's lock,
- * calls mallctl(); a first use of a group creates arenas.
+ * Context: MT-safe; not async-signal-safe: may take the integration's
+ * lock and call mallctl(); a first use of a group creates arenas.
  *
  * Return: the thread's previous group, as tally_memcg_set_current().
  * Before tally_jemalloc_init() only the current group changes.  If

@@ -55,6 +55,7 @@ static struct {
 	size_t page;
 	atomic_uint next_shard;
 	long adopted;			/* charged by install_auto() */
+	unsigned long releases;		/* tally_jemalloc_release() calls */
 	pthread_key_t room_key;		/* returns a thread's room at exit */
 } tj = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
@@ -63,6 +64,22 @@ static __thread int thread_arena = -1;
 static __thread int thread_auto_arena = -1;
 static __thread unsigned int thread_shard;
 static __thread bool thread_has_shard;
+
+/*
+ * The thread's last groups and the arena each one bound it to: a switch
+ * among them (a server that sets each request's tenant group, most
+ * often the one the thread is in) takes no lock and searches nothing.
+ * The entries hold while tj.releases is what it was when they were made:
+ * a group keeps its arenas until tally_jemalloc_release(), and until then
+ * the arenas' references keep its address from being reused.
+ */
+#define RECENT_GROUPS 4
+static __thread struct recent_group {
+	struct tally_memcg *group;
+	int arena;
+} thread_recent[RECENT_GROUPS];
+static __thread unsigned long thread_recent_releases;
+static __thread unsigned int thread_recent_next;
 /*
  * Every group reference the integration takes or drops: an arena holds
  * its group from the moment it is given to it until it goes back to the
@@ -497,6 +514,36 @@ static void bind_thread(int ind)
 		thread_arena = ind;
 }
 
+/* Forget the thread's recent groups if a release came since they were
+ * noted; true when they still hold. */
+static bool recent_hold(unsigned long releases)
+{
+	if (releases == thread_recent_releases)
+		return true;
+	memset(thread_recent, 0, sizeof(thread_recent));
+	thread_recent_releases = releases;
+	return false;
+}
+
+/* The arena of @g noted for this thread, or -1. */
+static int recent_arena(const struct tally_memcg *g)
+{
+	if (!recent_hold(__atomic_load_n(&tj.releases, __ATOMIC_ACQUIRE)))
+		return -1;
+	for (unsigned int i = 0; i < RECENT_GROUPS; i++)
+		if (thread_recent[i].group == g)
+			return thread_recent[i].arena;
+	return -1;
+}
+
+/* Note @g's arena for this thread: tj.lock held (tj.releases stable). */
+static void note_recent_locked(struct tally_memcg *g, int arena)
+{
+	recent_hold(tj.releases);
+	thread_recent[thread_recent_next] = (struct recent_group){ g, arena };
+	thread_recent_next = (thread_recent_next + 1) % RECENT_GROUPS;
+}
+
 struct tally_memcg *tally_jemalloc_set_current(struct tally_memcg *g)
 {
 	struct tally_memcg *prev = tally_memcg_set_current(g);
@@ -514,7 +561,9 @@ struct tally_memcg *tally_jemalloc_set_current(struct tally_memcg *g)
 		thread_auto_arena = (int)cur;
 		thread_arena = (int)cur;
 	}
-	if (eff && eff != tj.opts.auto_group) {
+	if (eff && eff != tj.opts.auto_group)
+		target = recent_arena(eff);
+	if (eff && eff != tj.opts.auto_group && target < 0) {
 		if (!thread_has_shard) {
 			thread_shard = atomic_fetch_add(&tj.next_shard, 1);
 			thread_has_shard = true;
@@ -522,8 +571,10 @@ struct tally_memcg *tally_jemalloc_set_current(struct tally_memcg *g)
 		pthread_mutex_lock(&tj.lock);
 		struct group_arenas *ga = get_arenas_locked(eff);
 
-		if (ga)
+		if (ga) {
 			target = (int)ga->arena[thread_shard % ga->nr]->ind;
+			note_recent_locked(eff, target);
+		}
 		pthread_mutex_unlock(&tj.lock);
 	}
 	bind_thread(target >= 0 ? target : thread_auto_arena);
@@ -615,6 +666,9 @@ int tally_jemalloc_release(struct tally_memcg *g)
 	} else {
 		struct group_arenas *ga = *pp;
 
+		/* Before its arenas can go: threads forget where g was. */
+		__atomic_store_n(&tj.releases, tj.releases + 1,
+				 __ATOMIC_RELEASE);
 		*pp = ga->next;
 		ga->next = tj.retired;
 		tj.retired = ga;

@@ -314,6 +314,64 @@ TEST(a_switch_flushes_the_thread_cache_so_the_new_group_is_charged)
 	CHECK_EQ_LONG(usage(b), 0);
 }
 
+/*
+ * A thread notes the arena of its last groups: switching back to one binds
+ * that arena again without the integration's lock, and a release (which
+ * may give arenas to new groups) makes every thread look its groups up
+ * again.
+ */
+TEST(switching_back_to_a_recent_group_binds_its_arena_until_a_release)
+{
+	struct tally_memcg *a = new_group(NULL, "recent-a");
+	struct tally_memcg *b = new_group(NULL, "recent-b");
+
+	struct tally_memcg *save = tally_jemalloc_set_current(a);
+	unsigned int arena_a = thread_arena();
+	tally_jemalloc_set_current(b);
+	unsigned int arena_b = thread_arena();
+	CHECK(arena_a != arena_b);
+	for (int i = 0; i < 8; i++) {
+		tally_jemalloc_set_current(a);
+		CHECK_EQ_LONG(thread_arena(), arena_a);
+		tally_jemalloc_set_current(a);	/* the group it is in */
+		CHECK_EQ_LONG(thread_arena(), arena_a);
+		tally_jemalloc_set_current(b);
+		CHECK_EQ_LONG(thread_arena(), arena_b);
+	}
+	/* b keeps a live block: its arena stays b's after the release. */
+	void *kept = malloc(5000);
+	REQUIRE(kept != NULL);
+	CHECK_EQ_LONG(arena_of(kept), arena_b);
+	tally_jemalloc_set_current(a);
+	CHECK(tally_jemalloc_release(b) == 0);
+	long b_usage = usage(b);	/* purged: the live block's pages */
+	CHECK(b_usage > 0);
+
+	struct tally_memcg *c = new_group(NULL, "recent-c");
+	tally_jemalloc_set_current(c);
+	unsigned int arena_c = thread_arena();
+	CHECK(arena_c != arena_b);
+	CHECK(arena_c != arena_a);
+	void *x = malloc(5000);
+	REQUIRE(x != NULL);
+	CHECK_EQ_LONG(arena_of(x), arena_c);
+	CHECK(usage(c) > 0);
+	CHECK_EQ_LONG(usage(b), b_usage);
+	tally_jemalloc_set_current(a);
+	CHECK_EQ_LONG(thread_arena(), arena_a);
+	tally_jemalloc_set_current(c);
+	CHECK_EQ_LONG(thread_arena(), arena_c);
+	free(x);
+	tally_jemalloc_set_current(save);
+	free(kept);
+	tally_jemalloc_flush();
+	CHECK(tally_jemalloc_release(c) == 0);
+	CHECK(tally_jemalloc_release(a) == 0);
+	tally_jemalloc_purge(NULL);
+	CHECK_EQ_LONG(usage(b), 0);
+	CHECK_EQ_LONG(usage(c), 0);
+}
+
 TEST(a_destroyed_group_loses_nothing_and_its_arenas_serve_the_next_group)
 {
 	struct tally_memcg *parent = new_group(NULL, "churn");

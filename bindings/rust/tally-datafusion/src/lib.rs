@@ -39,6 +39,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use tally::{ChargeFlags, Error, ExportFormat, Exporter, MemoryGroup, MemoryTree, ReadMode};
 
 const SHARDS: usize = 64;
+/// The most pieces a `grow()` larger than a max is charged in.
+const GROW_PIECES: usize = 4096;
 
 /// One registered consumer.
 struct Consumer {
@@ -274,16 +276,9 @@ impl TallyMemoryPool {
         v
     }
 
-    /// The error of a refused charge: the level that refused (its path,
-    /// usage and max) and the largest consumers.
-    fn refusal(
-        &self,
-        r: &MemoryReservation,
-        group: &MemoryGroup,
-        additional: usize,
-    ) -> DataFusionError {
-        // The chain from the consumer up to the pool: the refusing level
-        // is one whose usage plus the charge does not fit its max.
+    /// The chain from `group` up to the root: the groups whose max a
+    /// charge of `group` must fit.
+    fn chain(&self, group: &MemoryGroup) -> Vec<MemoryGroup> {
         let mut chain = vec![group.clone()];
         let mut path = group.path().unwrap_or_default();
         while let Some(i) = path.rfind('/') {
@@ -292,16 +287,83 @@ impl TallyMemoryPool {
                 Ok(g) => chain.push(g),
                 Err(_) => break,
             }
-            if chain.last().unwrap().same_group(&self.shared.pool) {
+        }
+        let root = self.shared.tree.root();
+        if !chain.last().is_some_and(|g| g.same_group(&root)) {
+            chain.push(root);
+        }
+        chain
+    }
+
+    /// Charges `bytes` that `grow()` granted.  A charge larger than some
+    /// max of the chain is refused even with `NOFAIL`: such bytes are
+    /// charged in pieces of the chain's smallest max (at most
+    /// `GROW_PIECES` of them), so that the levels see them and refuse
+    /// later `try_grow()`s until they come back under.  Returns the bytes
+    /// no charge could hold (a max of 0, a grow larger than
+    /// `GROW_PIECES` times that max, or than [`tally::BYTES_MAX`]).
+    fn charge_granted(&self, group: &MemoryGroup, bytes: usize) -> usize {
+        match group.charge(bytes, ChargeFlags::NOFAIL) {
+            Ok(_) => return 0,
+            Err(Error::TooBig) | Err(Error::InvalidArgument) => {}
+            Err(_) => return bytes,
+        }
+        let smallest = self
+            .chain(group)
+            .iter()
+            .map(|g| g.limits().max)
+            .min()
+            .unwrap_or(tally::UNLIMITED);
+        let piece = smallest.min(tally::BYTES_MAX);
+        let mut left = bytes;
+        for _ in 0..GROW_PIECES {
+            if left == 0 || piece == 0 {
                 break;
             }
+            let n = piece.min(left);
+            if group.charge(n, ChargeFlags::NOFAIL).is_err() {
+                break;
+            }
+            left -= n;
         }
+        left
+    }
+
+    /// The error of a refused charge: the level that refused (its path,
+    /// usage and max) and the largest consumers.
+    fn refusal(
+        &self,
+        r: &MemoryReservation,
+        group: &MemoryGroup,
+        additional: usize,
+    ) -> DataFusionError {
+        if additional > tally::BYTES_MAX {
+            return DataFusionError::ResourcesExhausted(format!(
+                "Failed to allocate additional {} for {}: larger than any charge \
+                 tally accepts ({})",
+                human(additional),
+                r.consumer().name(),
+                human(tally::BYTES_MAX)
+            ));
+        }
+        // The refusing level is one whose usage plus the charge does not
+        // fit its max: the consumer's, the query's, the pool's or an
+        // ancestor's, up to the root.  Usage moves while this is read
+        // (others free): failing that, the level with the least room.
+        let chain = self.chain(group);
+        let room = |g: &MemoryGroup| {
+            let max = g.limits().max;
+            (max != tally::UNLIMITED).then(|| max.saturating_sub(g.usage(ReadMode::Precise).value))
+        };
         let level = chain
             .iter()
-            .find(|g| {
-                let max = g.limits().max;
-                max != tally::UNLIMITED
-                    && g.usage(ReadMode::Precise).value.saturating_add(additional) > max
+            .find(|g| room(g).is_some_and(|r| r < additional))
+            .or_else(|| {
+                chain
+                    .iter()
+                    .filter_map(|g| room(g).map(|r| (r, g)))
+                    .min_by_key(|&(r, _)| r)
+                    .map(|(_, g)| g)
             })
             .unwrap_or_else(|| chain.last().unwrap());
         let usage = level.usage(ReadMode::Precise).value;
@@ -311,13 +373,14 @@ impl TallyMemoryPool {
             .take(3)
             .map(|(p, b)| format!("{p}: {}", human(b)))
             .collect();
+        let name = level.path().unwrap_or_default();
         DataFusionError::ResourcesExhausted(format!(
             "Failed to allocate additional {} for {} with {} already allocated for this \
              reservation - group {} is at {} of its limit {}; largest consumers: {}",
             human(additional),
             r.consumer().name(),
             human(r.size()),
-            level.path().unwrap_or_default(),
+            if name.is_empty() { "/" } else { &name },
             human(usage),
             limit_text(level.limits().max),
             if top.is_empty() {
@@ -421,20 +484,16 @@ impl MemoryPool for TallyMemoryPool {
         let Some(c) = shard.get_mut(&id) else {
             drop(shard);
             // Not registered here: charge the handle's group.
-            let _ = self.scope.group.charge(additional, ChargeFlags::NOFAIL);
+            let _ = self.charge_granted(&self.scope.group, additional);
             return;
         };
-        match c.group.charge(additional, ChargeFlags::NOFAIL) {
-            Ok(_) => {}
-            // Larger than some max of the chain (or than any charge):
-            // granted all the same, as the trait requires, and counted
-            // apart so that reserved() and shrink() stay exact.
-            Err(_) => {
-                c.overflow += additional;
-                self.shared
-                    .overflow
-                    .fetch_add(additional, Ordering::Relaxed);
-            }
+        // Granted all the same, as the trait requires; what no charge
+        // could hold is counted apart so that reserved() and shrink()
+        // stay exact.
+        let apart = self.charge_granted(&c.group, additional);
+        if apart > 0 {
+            c.overflow += apart;
+            self.shared.overflow.fetch_add(apart, Ordering::Relaxed);
         }
         c.reserved += additional;
     }
@@ -501,13 +560,14 @@ impl MemoryPool for TallyMemoryPool {
     }
 
     fn memory_limit(&self) -> MemoryLimit {
-        // The smallest max of the chain: the query's and the pool's.
+        // The smallest max of the chain: the query's, the pool's and
+        // those above it.
         let max = self
-            .scope
-            .group
-            .limits()
-            .max
-            .min(self.shared.pool.limits().max);
+            .chain(&self.scope.group)
+            .iter()
+            .map(|g| g.limits().max)
+            .min()
+            .unwrap_or(tally::UNLIMITED);
         if max == tally::UNLIMITED {
             MemoryLimit::Infinite
         } else {

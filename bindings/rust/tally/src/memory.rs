@@ -63,7 +63,9 @@ impl MemoryTree {
     }
 
     /// A tree whose stocks refill by `batch` bytes near a limit and up to
-    /// `max_batch` far from it (1 byte to 1 GiB each; 0 is the default).
+    /// `max_batch` far from it: 1 byte to 1 GiB each, `max_batch` not
+    /// below `batch` (the default batch when `batch` is 0); 0 is the
+    /// default of either.  `InvalidArgument` otherwise.
     pub fn with_batch(batch: usize, max_batch: usize) -> Result<MemoryTree> {
         let opts = sys::tally_memcg_options {
             domain: ptr::null_mut(),

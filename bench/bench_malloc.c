@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * bench_malloc.c - `tally bench malloc`: what accounting every allocation
- * costs in a malloc-heavy workload, six ways in one run:
+ * costs in a malloc-heavy workload, four ways in one run:
  *
  *   glibc       glibc's malloc() and free() (the tool's own allocator);
  *   jemalloc    jemalloc alone: mallocx() and dallocx(), threads on its
@@ -9,9 +9,6 @@
  *   tally       jemalloc with tally's accounting (tally/jemalloc.h):
  *               the threads are in one memory group, the group's arenas
  *               charge it a page at a time through their extent hooks;
- *   rebind      the same, each thread setting its group again
- *               (tally_jemalloc_set_current(), the group it is in) before
- *               every request of 16 allocations;
  *   switch      the same with two groups, each thread switching group
  *               (tally_jemalloc_set_current()) before every request of
  *               16 allocations, as a server running each request in its
@@ -57,12 +54,11 @@ static void usage(FILE *f)
 		"\n"
 		"A malloc-heavy workload (16 B to 64 KiB, a quarter of the frees\n"
 		"cross-thread) with glibc malloc, jemalloc alone, jemalloc with tally's\n"
-		"accounting (tally/jemalloc.h) in one group, the same setting the group\n"
-		"again (rebind) or switching between two groups before every request of\n"
-		"16 allocations, and jemalloc with a ClickHouse-style per-thread tracker.\n"
-		"Prints ns per malloc + free pair with the ratio to jemalloc alone, the\n"
-		"cost of one rebind and of one switch, and each design's accounting\n"
-		"error against the exact live bytes at quiescence.\n"
+		"accounting (tally/jemalloc.h) in one group, the same switching between\n"
+		"two groups before every request of 16 allocations, and jemalloc with a\n"
+		"ClickHouse-style per-thread tracker.  Prints ns per malloc + free pair\n"
+		"with the ratio to jemalloc alone, the cost of one switch, and each\n"
+		"design's accounting error against the exact live bytes at quiescence.\n"
 		"Needs libtally_jemalloc.so beside the tool (or installed) and jemalloc.\n"
 		"\n"
 		"  --json FILE      also write the figures as JSON to FILE; \"-\" means\n"

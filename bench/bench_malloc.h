@@ -23,11 +23,10 @@
 #define MAX_THREADS 16
 #define MAX_LIST 8
 #define UNTRACKED_MAX (4l << 20)
-/* Allocations per request of the rebind and switch designs: a
- * tally_jemalloc_set_current() before each. */
+/* Allocations per request of the switch design: a switch before each. */
 #define REQUEST_ALLOCS 16
 
-enum design { GLIBC, JEMALLOC, TALLY, REBIND, SWITCH, TRACKER, NR_DESIGNS };
+enum design { GLIBC, JEMALLOC, TALLY, SWITCH, TRACKER, NR_DESIGNS };
 
 /* jemalloc and the libtally behind libtally_jemalloc, from dlopen(). */
 struct bench_jemalloc {

@@ -8,14 +8,11 @@
  * uniformly within it, capped at 64 KiB), writes the size in the object's
  * first word, puts it in a slot (its own slot, or with probability 1/4 a
  * slot of the next thread) and frees what the slot held (so about a
- * quarter of the frees are cross-thread).  The rebind design sets the
- * thread's group again (the one it is in) before every 16th allocation,
- * as a server sets each request's tenant; the switch design moves the
- * thread to the other of its two groups there.
+ * quarter of the frees are cross-thread).  The switch design moves the
+ * thread to the other of its two groups before every 16th allocation.
  * ns per pair = one malloc + one free, in CPU time of each thread
  * (thread_cpu_ns()), median of the repetitions (designs interleaved); a
- * rebind costs 16 x (rebind - tally) of them, a switch 16 x (switch -
- * tally).  Then, with every thread stopped
+ * switch costs 16 x (switch - tally) of them.  Then, with every thread stopped
  * holding its working set, the accounting error: each design's figure
  * minus the exact live bytes (the sum of the sizes in the slots): tally's
  * charge (exactly jemalloc's active and dirty pages of the group's
@@ -37,13 +34,13 @@
 #include "rand.h"
 
 static const char *const design_names[NR_DESIGNS] = {
-	"glibc", "jemalloc", "tally", "rebind", "switch", "tracker",
+	"glibc", "jemalloc", "tally", "switch", "tracker",
 };
 
 /* The designs whose groups tally charges. */
 static bool charged(enum design d)
 {
-	return d == TALLY || d == REBIND || d == SWITCH;
+	return d == TALLY || d == SWITCH;
 }
 
 /* One design at one thread count. */
@@ -55,7 +52,7 @@ struct job {
 	pthread_barrier_t barrier;
 	uint64_t ns[MAX_THREADS];
 	atomic_long tracked;		/* the tracker's shared counter */
-	struct tally_memcg *groups[2];	/* tally, rebind: one; switch: two */
+	struct tally_memcg *groups[2];	/* tally: one; switch: two */
 	unsigned int pin;
 	/* At quiescence, after the timed loop of the last run. */
 	long live, figure, active, purged;
@@ -197,8 +194,6 @@ static void worker(void *arg, unsigned int index)
 		_Atomic(uintptr_t) *s = (r & 3) == 0 ? next : mine;
 		void *p;
 
-		if (j->d == REBIND && !(i % REQUEST_ALLOCS))
-			je.set_current(j->groups[0]);
 		if (j->d == SWITCH && !(i % REQUEST_ALLOCS))
 			je.set_current(j->groups[i / REQUEST_ALLOCS & 1]);
 		p = obj_alloc(j, &t, next_size(&rng));
@@ -253,17 +248,14 @@ void print_header(struct run *r)
 	fprintf(r->out, "%-8s", "threads");
 	for (int d = 0; d < NR_DESIGNS; d++)
 		fprintf(r->out, " %10s", design_names[d]);
-	fprintf(r->out, " %10s %11s %11s %9s %9s\n", "tally/jem",
-		"switch/jem", "tracker/jem", "ns/rebind", "ns/switch");
+	fprintf(r->out, " %10s %11s %11s %9s\n", "tally/jem", "switch/jem",
+		"tracker/jem", "ns/switch");
 }
 
-/*
- * One set_current() of design @d: what its request costs more than one of
- * tally's, which sets its group once.
- */
-static double set_ns(const struct bench_result *res, enum design d)
+/* One switch: what a request of the switch design costs more than tally's. */
+static double switch_ns(const struct bench_result *res)
 {
-	return (res[d].median - res[TALLY].median) * REQUEST_ALLOCS;
+	return (res[SWITCH].median - res[TALLY].median) * REQUEST_ALLOCS;
 }
 
 static void print_row(struct run *r, unsigned int threads,
@@ -272,11 +264,10 @@ static void print_row(struct run *r, unsigned int threads,
 	fprintf(r->out, "%-8u", threads);
 	for (int d = 0; d < NR_DESIGNS; d++)
 		fprintf(r->out, " %10.1f", res[d].median);
-	fprintf(r->out, " %10.3f %11.3f %11.3f %9.0f %9.0f\n",
-		res[TALLY].median / res[JEMALLOC].median,
-		res[SWITCH].median / res[JEMALLOC].median,
-		res[TRACKER].median / res[JEMALLOC].median,
-		set_ns(res, REBIND), set_ns(res, SWITCH));
+	fprintf(r->out, " %10.3f %11.3f %11.3f %9.0f\n", res[TALLY].median /
+		res[JEMALLOC].median, res[SWITCH].median /
+		res[JEMALLOC].median, res[TRACKER].median /
+		res[JEMALLOC].median, switch_ns(res));
 }
 
 static void print_error(struct run *r, unsigned int threads,
@@ -313,12 +304,8 @@ static void json_row(struct run *r, unsigned int threads,
 		if (charged((enum design)d) || d == TRACKER)
 			bench_json_int(w, "accounting_error",
 				       jobs[d].figure - jobs[d].live);
-		if (d == REBIND)
-			bench_json_double(w, "ns_per_rebind",
-					  set_ns(res, REBIND));
 		if (d == SWITCH)
-			bench_json_double(w, "ns_per_switch",
-					  set_ns(res, SWITCH));
+			bench_json_double(w, "ns_per_switch", switch_ns(res));
 		if (charged((enum design)d)) {
 			bench_json_int(w, "jemalloc_active", jobs[d].active);
 			bench_json_int(w, "error_after_purge",
@@ -343,7 +330,7 @@ int measure(struct run *r, unsigned int threads)
 	for (int d = 0; d < NR_DESIGNS && !err; d++) {
 		jobs[d].d = (enum design)d;
 		jobs[d].threads = threads;
-		if (d == TALLY || d == REBIND)
+		if (d == TALLY)
 			jobs[d].groups[0] = r->group;
 		if (d == SWITCH)
 			memcpy(jobs[d].groups, r->tenants,

@@ -58,7 +58,8 @@ static void usage(FILE *f)
 		"two groups before every request of 16 allocations, and jemalloc with a\n"
 		"ClickHouse-style per-thread tracker.  Prints ns per malloc + free pair\n"
 		"with the ratio to jemalloc alone, the cost of one switch, and each\n"
-		"design's accounting error against the exact live bytes at quiescence.\n"
+		"design's accounting error against the exact live bytes at quiescence;\n"
+		"then the cost of setting the group a thread is in again.\n"
 		"Needs libtally_jemalloc.so beside the tool (or installed) and jemalloc.\n"
 		"\n"
 		"  --json FILE      also write the figures as JSON to FILE; \"-\" means\n"
@@ -206,6 +207,13 @@ int tally_bench_malloc(int argc, char **argv)
 		fflush(r->out);
 	}
 	bench_json_end(&r->json);
+	if (!err) {
+		print_rebind_header(r);
+		bench_json_begin(&r->json, "rebind", '[', false);
+		for (unsigned int t = 0; t < r->nr_threads && !err; t++)
+			err = measure_rebind(r, r->threads[t]);
+		bench_json_end(&r->json);
+	}
 	if (!err) {
 		double load;
 

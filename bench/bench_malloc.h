@@ -81,4 +81,15 @@ void print_header(struct run *r);
  */
 int measure(struct run *r, unsigned int threads);
 
+/* The rebind table's header. */
+void print_rebind_header(struct run *r);
+
+/*
+ * measure_rebind() - tally_jemalloc_set_current() of the group each of
+ *	@threads threads is in: a row of the rebind table and its JSON.
+ *
+ * Return: 0, or -1 (the message printed).
+ */
+int measure_rebind(struct run *r, unsigned int threads);
+
 #endif /* TALLY_BENCH_MALLOC_H */

@@ -353,3 +353,67 @@ int measure(struct run *r, unsigned int threads)
 	free(jobs);
 	return err;
 }
+
+/* tally_jemalloc_set_current() of the group each thread is in already. */
+struct rebind_job {
+	struct tally_memcg *group;
+	unsigned int threads, pin;
+	unsigned long n;
+	uint64_t ns[MAX_THREADS];
+};
+
+static void rebind_worker(void *arg, unsigned int index)
+{
+	struct rebind_job *j = arg;
+	struct tally_memcg *save = je.set_current(j->group);
+	uint64_t start = thread_cpu_ns();
+
+	for (unsigned long i = 0; i < j->n; i++)
+		je.set_current(j->group);
+	j->ns[index] = thread_cpu_ns() - start;
+	je.set_current(save);
+}
+
+static double rebind_run(void *arg, unsigned long n)
+{
+	struct rebind_job *j = arg;
+	int err;
+
+	j->n = n;
+	err = bench_run_parallel(j->threads, rebind_worker, j, NULL, j->pin);
+	if (err) {
+		fprintf(stderr, "tally: cannot start %u threads: %s\n",
+			j->threads, strerror(-err));
+		return -1;
+	}
+	return bench_per_op_ns(j->ns, j->threads, n);
+}
+
+void print_rebind_header(struct run *r)
+{
+	fprintf(r->out, "\nns of CPU time per tally_jemalloc_set_current() of "
+		"the group the thread is in,\nper thread (median of %u "
+		"[min-max]): what a server pays to set each request's\n"
+		"tenant when its threads serve one tenant each\n", r->reps);
+	fprintf(r->out, "%-8s %10s\n", "threads", "ns");
+}
+
+int measure_rebind(struct run *r, unsigned int threads)
+{
+	struct rebind_job j = { .group = r->group, .threads = threads,
+				.pin = r->pin };
+	struct bench_job job = { rebind_run, &j };
+	struct bench_result res;
+
+	if (bench_measure_set(&job, 1, &r->plan, &res))
+		return -1;
+	fprintf(r->out, "%-8u %10.1f [%.1f-%.1f]\n", threads, res.median,
+		res.min, res.max);
+	bench_json_begin(&r->json, NULL, '{', true);
+	bench_json_int(&r->json, "threads", threads);
+	bench_json_double(&r->json, "ns_per_call", res.median);
+	bench_json_double(&r->json, "ns_min", res.min);
+	bench_json_double(&r->json, "ns_max", res.max);
+	bench_json_end(&r->json);
+	return 0;
+}

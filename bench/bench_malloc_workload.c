@@ -223,6 +223,21 @@ static void worker(void *arg, unsigned int index)
 		je.flush();
 }
 
+/*
+ * A repetition's ns per operation from its threads' times, or -1 with a
+ * message when bench_run_parallel() failed with @err.
+ */
+static double per_op_ns(int err, unsigned int threads, const uint64_t *ns,
+			unsigned long n)
+{
+	if (err) {
+		fprintf(stderr, "tally: cannot start %u threads: %s\n",
+			threads, strerror(-err));
+		return -1;
+	}
+	return bench_per_op_ns(ns, threads, n);
+}
+
 static double job_run(void *arg, unsigned long n)
 {
 	struct job *j = arg;
@@ -233,12 +248,7 @@ static double job_run(void *arg, unsigned long n)
 	pthread_barrier_init(&j->barrier, NULL, j->threads);
 	err = bench_run_parallel(j->threads, worker, j, NULL, j->pin);
 	pthread_barrier_destroy(&j->barrier);
-	if (err) {
-		fprintf(stderr, "tally: cannot start %u threads: %s\n",
-			j->threads, strerror(-err));
-		return -1;
-	}
-	return bench_per_op_ns(j->ns, j->threads, n);
+	return per_op_ns(err, j->threads, j->ns, n);
 }
 
 void print_header(struct run *r)
@@ -381,12 +391,7 @@ static double rebind_run(void *arg, unsigned long n)
 
 	j->n = n;
 	err = bench_run_parallel(j->threads, rebind_worker, j, NULL, j->pin);
-	if (err) {
-		fprintf(stderr, "tally: cannot start %u threads: %s\n",
-			j->threads, strerror(-err));
-		return -1;
-	}
-	return bench_per_op_ns(j->ns, j->threads, n);
+	return per_op_ns(err, j->threads, j->ns, n);
 }
 
 void print_rebind_header(struct run *r)

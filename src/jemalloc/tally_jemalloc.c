@@ -544,6 +544,26 @@ static void note_recent_locked(struct tally_memcg *g, int arena)
 	thread_recent_next = (thread_recent_next + 1) % RECENT_GROUPS;
 }
 
+/* The arena of @g for this thread, under tj.lock (noted), or -1. */
+static int look_up_arena(struct tally_memcg *g)
+{
+	struct group_arenas *ga;
+	int arena = -1;
+
+	if (!thread_has_shard) {
+		thread_shard = atomic_fetch_add(&tj.next_shard, 1);
+		thread_has_shard = true;
+	}
+	pthread_mutex_lock(&tj.lock);
+	ga = get_arenas_locked(g);
+	if (ga) {
+		arena = (int)ga->arena[thread_shard % ga->nr]->ind;
+		note_recent_locked(g, arena);
+	}
+	pthread_mutex_unlock(&tj.lock);
+	return arena;
+}
+
 struct tally_memcg *tally_jemalloc_set_current(struct tally_memcg *g)
 {
 	struct tally_memcg *prev = tally_memcg_set_current(g);
@@ -561,21 +581,10 @@ struct tally_memcg *tally_jemalloc_set_current(struct tally_memcg *g)
 		thread_auto_arena = (int)cur;
 		thread_arena = (int)cur;
 	}
-	if (eff && eff != tj.opts.auto_group)
+	if (eff && eff != tj.opts.auto_group) {
 		target = recent_arena(eff);
-	if (eff && eff != tj.opts.auto_group && target < 0) {
-		if (!thread_has_shard) {
-			thread_shard = atomic_fetch_add(&tj.next_shard, 1);
-			thread_has_shard = true;
-		}
-		pthread_mutex_lock(&tj.lock);
-		struct group_arenas *ga = get_arenas_locked(eff);
-
-		if (ga) {
-			target = (int)ga->arena[thread_shard % ga->nr]->ind;
-			note_recent_locked(eff, target);
-		}
-		pthread_mutex_unlock(&tj.lock);
+		if (target < 0)
+			target = look_up_arena(eff);
 	}
 	bind_thread(target >= 0 ? target : thread_auto_arena);
 	return prev;

@@ -84,6 +84,11 @@ struct phase_result {
 	struct tally_stats_info info;
 	uint64_t skipped;		/* reads that skipped a needed flush */
 	struct lat_hist forced;		/* the checkers' reads */
+	/*
+	 * How late readers woke for their periods: the wait for a CPU that
+	 * any sleep costs during the phase, a read's sleeps included.
+	 */
+	struct lat_hist wake_late;
 	/* The process's context switches during the phase (getrusage()). */
 	uint64_t voluntary_switches, involuntary_switches;
 	/* linux68's waits for its flush mutex, and their time. */

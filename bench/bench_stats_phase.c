@@ -143,6 +143,7 @@ struct worker {
 	uint64_t rng;
 	uint64_t ops;			/* updates, or checks */
 	uint64_t stale;
+	struct lat_hist late;		/* a reader's wake-ups past its deadline */
 } __attribute__((aligned(64)));
 
 static bool stopped(struct phase *ph)
@@ -208,6 +209,7 @@ static void reader_loop(struct worker *w, struct lat_hist *h)
 	next = ph->start_ns + (ph->period_ns ? bench_rand(&w->rng) %
 						       ph->period_ns : 0);
 	lat_hist_reset(h);
+	lat_hist_reset(&w->late);
 	for (;;) {
 		struct tally_stats_group *g;
 		uint64_t t0, t1;
@@ -219,6 +221,8 @@ static void reader_loop(struct worker *w, struct lat_hist *h)
 					    below(bench_rand(&w->rng),
 						  ph->nr_targets)];
 		t0 = bench_now_ns();
+		if (ph->period_ns)
+			lat_hist_record(&w->late, t0 > next ? t0 - next : 0);
 		tally_stats_snapshot(g, ph->mode, hier, NULL);
 		t1 = bench_now_ns();
 		lat_hist_record(h, t1 - t0);
@@ -355,8 +359,11 @@ int phase_run(struct phase *ph, struct tally_stats_tree *tree,
 	if (created > NR_WRITERS + ph->checkers)
 		res->readers_started = created - NR_WRITERS - ph->checkers;
 	lat_hist_reset(&res->forced);
+	lat_hist_reset(&res->wake_late);
 	for (unsigned int i = 0; i < created; i++) {
-		if (w[i].role == ROLE_WRITER) {
+		if (w[i].role == ROLE_READER) {
+			lat_hist_merge(&res->wake_late, &w[i].late);
+		} else if (w[i].role == ROLE_WRITER) {
 			res->writer_ops += w[i].ops;
 		} else if (w[i].role == ROLE_CHECKER) {
 			res->checks += w[i].ops;

@@ -134,6 +134,18 @@ static void readers_json(struct run *r, unsigned int d, unsigned int p)
 	bench_json_double(w, "flush_lock_wait_mean_us",
 			  mean_us(x->with.info.flush_lock_wait_ns,
 				  x->with.info.flush_lock_waits));
+	bench_json_int(w, "flush_lock_long_holds",
+		       (long long)x->with.info.flush_lock_long_holds);
+	bench_json_double(w, "flush_lock_long_hold_mean_us",
+			  mean_us(x->with.info.flush_lock_long_hold_ns,
+				  x->with.info.flush_lock_long_holds));
+	bench_json_double(w, "wake_late_p50_us",
+			  us(lat_hist_percentile(&x->with.wake_late, 0.5)));
+	bench_json_double(w, "wake_late_p99_us",
+			  us(lat_hist_percentile(&x->with.wake_late, 0.99)));
+	bench_json_double(w, "wake_late_p999_us",
+			  us(lat_hist_percentile(&x->with.wake_late, 0.999)));
+	bench_json_int(w, "adoptions", (long long)x->with.info.adoptions);
 	bench_json_int(w, "design_mutex_waits",
 		       (long long)x->with.design_lock_waits);
 	bench_json_double(w, "design_mutex_wait_mean_us",
@@ -221,12 +233,15 @@ static void readers_report(struct run *r)
 		"(forced: the checkers' forced reads; ratio: writer throughput with\n"
 		" readers / without readers, same design: with fewer CPUs than\n"
 		" threads, the readers' CPU time is taken from the writers)\n");
-	fprintf(r->out, "\n%-13s %-8s %8s %8s %8s %8s %8s %7s %7s %8s %8s\n",
-		"readers", "design", "flushes", "engine", "waited", "mutex",
-		"waited", "naps", "take-", "switches", "switches");
-	fprintf(r->out, "%-13s %-8s %8s %8s %8s %8s %8s %7s %7s %8s %8s\n", "",
-		"", "", "waits", "mean us", "waits", "mean us", "", "overs",
-		"vol/rd", "invol/rd");
+	fprintf(r->out,
+		"\n%-13s %-8s %8s %8s %8s %8s %8s %8s %8s %7s %7s %8s %8s %8s\n",
+		"readers", "design", "flushes", "engine", "waited", "long",
+		"held", "mutex", "waited", "naps", "take-", "switches",
+		"switches", "wake");
+	fprintf(r->out,
+		"%-13s %-8s %8s %8s %8s %8s %8s %8s %8s %7s %7s %8s %8s %8s\n",
+		"", "", "", "waits", "mean us", "holds", "mean us", "waits",
+		"mean us", "", "overs", "vol/rd", "invol/rd", "p99 us");
 	for (unsigned int p = 0; p < r->nr_rows; p++) {
 		row_title(&r->rows[p], title, sizeof(title));
 		for (unsigned int d = 0; d < NR_DESIGNS; d++) {
@@ -234,27 +249,33 @@ static void readers_report(struct run *r)
 			const struct lat_hist *h = &r->rd[d][p].hist;
 
 			fprintf(r->out,
-				"%-13s %-8s %8llu %8llu %8.1f %8llu %8.1f %7llu %7llu %8.2f %8.2f\n",
+				"%-13s %-8s %8llu %8llu %8.1f %8llu %8.1f %8llu %8.1f %7llu %7llu %8.2f %8.2f %8.1f\n",
 				title, design_name(d),
 				(unsigned long long)x->info.flushes,
 				(unsigned long long)x->info.flush_lock_waits,
 				mean_us(x->info.flush_lock_wait_ns,
 					x->info.flush_lock_waits),
+				(unsigned long long)x->info.flush_lock_long_holds,
+				mean_us(x->info.flush_lock_long_hold_ns,
+					x->info.flush_lock_long_holds),
 				(unsigned long long)x->design_lock_waits,
 				mean_us(x->design_lock_wait_ns,
 					x->design_lock_waits),
 				(unsigned long long)x->info.naps,
 				(unsigned long long)x->info.takeovers,
 				per_read(x->voluntary_switches, h),
-				per_read(x->involuntary_switches, h));
+				per_read(x->involuntary_switches, h),
+				us(lat_hist_percentile(&x->wake_late, 0.99)));
 		}
 	}
 	fprintf(r->out,
 		"(engine waits: times a flush found the flush engine's lock held\n"
-		" and slept, with their mean wait; mutex waits: linux68's flushes that\n"
+		" and waited, with their mean wait; long holds: holds of that lock\n"
+		" over 200 us, their holder off a CPU; mutex waits: linux68's flushes that\n"
 		" found its one flush mutex held; naps and takeovers: readers waiting for\n"
 		" their group's shared flush (tally only); switches: the process's\n"
-		" context switches per read, every thread's)\n");
+		" context switches per read, every thread's; wake: how late readers\n"
+		" woke for their periods, what any sleep costs in the phase)\n");
 	for (unsigned int d = 0; d < NR_DESIGNS; d++)
 		if (r->alone[d].stale)
 			fprintf(r->out, "(%s, no readers: %llu/%llu stale)\n",

@@ -196,6 +196,9 @@ verify grace_verifies "grace" grace.pml \
 verify share_verifies "share" share.pml \
 	"1:reader_watching_a_flush 2:takeover_of_a_stopped_flush
 	3:reader_returning_past_a_stopped_flush"
+verify push_verifies "push" push.pml \
+	"1:update_relying_on_a_stopped_claim 2:flush_adopting_a_stopped_claim
+	3:flush_popping_a_push 4:read_after_both_updates"
 
 reject mutant_eviction_outside_a_section_refuses_falsely \
 	"mutant: eviction outside a section, no victim pressure check" \
@@ -219,4 +222,10 @@ reject mutant_reader_without_takeover_waits_for_a_stopped_flusher \
 reject mutant_forced_read_joining_an_earlier_flush_is_stale \
 	"mutant: a forced read takes a flush running at its arrival" \
 	share.pml "(folded>=mine)" -DMUTANT_JOIN_EARLIER
+reject mutant_flush_passing_a_stopped_push_without_adopting_is_stale \
+	"mutant: a flush goes past a push in progress" push.pml \
+	"(hier>=need)" -DMUTANT_NO_ADOPT
+reject mutant_flush_counting_pushes_after_its_pop_is_stale \
+	"mutant: a flush loads pushing after its pop" push.pml \
+	"(hier>=need)" -DMUTANT_COUNT_AFTER_POP
 finish

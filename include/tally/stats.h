@@ -26,21 +26,22 @@
  *     after updating).  A read of a leaf that no update reached since it
  *     was last flushed needs no flush and takes no lock, however busy the
  *     tree around it.  Concurrent readers of a group share its flushes
- *     instead of repeating them; a reader whose shared flush stalls (its
- *     flusher preempted or stopped) stops waiting after a few times what
- *     a flush of the group takes and flushes the group itself.
+ *     instead of repeating them; a reader whose shared flush makes no
+ *     progress during a 200 us nap (its flusher preempted or stopped)
+ *     flushes the group itself.
  *   - Flushes and structure changes take locks (per tree: one for the
- *     structure, one held per CPU by a flush, one for shared flushes).  A
- *     flush also waits for updates caught between queueing a group and
- *     finishing its push (a few instructions): it spins briefly, then
- *     sleeps on a futex, so an updater that is preempted, stopped or
- *     traced there delays flushes (forced and if-needed reads that flush,
- *     destroy, the periodic flusher) until it runs again, without burning
- *     a CPU.  Updates never wait for anything.
+ *     structure, and the flush engine's, held once per flush of up to 64
+ *     CPUs).  A flush that finds the engine's lock held by a thread that
+ *     last ran on its own CPU (which it preempted) gives the CPU back a
+ *     few times (sched_yield()) before it sleeps on the lock.  A flush
+ *     never waits for an updater: an update caught between queueing a
+ *     group and pushing it (preempted, stopped or traced there) has the
+ *     groups it may have queued found by the flush itself, among those of
+ *     the flushed subtree.  Updates never wait for anything.
  *
  * Memory barriers: updates need no fence, and flushes issue no barrier
- * of their own (their only system call is a futex wait for an updater
- * caught between its claim and its push).  A group a flush found updated
+ * of their own (their only system calls are a contended lock's futex
+ * calls and the yields above).  A group a flush found updated
  * stays on the flush path (visited by the flushes of its ancestors) until
  * a membarrier(PRIVATE_EXPEDITED) issued after that flush has made every
  * racing update visible; reads that flush issue one at most every 10 ms
@@ -235,9 +236,9 @@ int tally_stats_group_create(struct tally_stats_group *parent,
  * destroy; release builds may crash).
  *
  * Context: MT-safe against calls on other groups; not async-signal-safe: takes
- * the structure lock for writing, flushes @g (the flush locks, a futex sleep
- * for an update in flight), issues membarrier(), waits for the readers sharing
- * a flush of @g, frees memory.
+ * the structure lock for writing, flushes @g (the flush engine's lock),
+ * issues membarrier(), waits for the readers sharing a flush of @g, frees
+ * memory.
  *
  * Return: 0, -EINVAL (NULL or the root), -EBUSY (it has children).
  */
@@ -361,9 +362,8 @@ int tally_stats_mod_cpu(struct tally_stats_group *g, unsigned int cpu,
  * @local: set to the value of the group alone (or NULL).
  *
  * Context: MT-safe; async-signal-safe only with %TALLY_FLUSH_NONE (loads only):
- * the other modes may flush, which takes the tree's flush locks, may sleep on a
- * futex for an update in flight or wait for another reader's flush, and may
- * issue membarrier().
+ * the other modes may flush, which takes the tree's flush engine's lock, may
+ * wait for another reader's flush, and may issue membarrier().
  *
  * Return: 0, -EINVAL (NULL group, unknown stat or mode).
  */
@@ -378,9 +378,8 @@ int tally_stats_read(struct tally_stats_group *g, unsigned int stat,
  * @local: array of nr_stats local values (or NULL).
  *
  * Context: MT-safe; async-signal-safe only with %TALLY_FLUSH_NONE (loads only):
- * the other modes may flush, which takes the tree's flush locks, may sleep on a
- * futex for an update in flight or wait for another reader's flush, and may
- * issue membarrier().
+ * the other modes may flush, which takes the tree's flush engine's lock, may
+ * wait for another reader's flush, and may issue membarrier().
  *
  * Return: 0, -EINVAL.
  */
@@ -407,9 +406,8 @@ int tally_stats_render(struct tally_stats_group *g, enum tally_flush_mode mode,
  * tally_stats_flush() - flush @g's subtree now (a forced flush).
  * @g: the group.
  *
- * Context: MT-safe; not async-signal-safe: takes the tree's flush locks, may
- * sleep on a futex for an update in flight or wait for another reader's flush,
- * may issue membarrier().
+ * Context: MT-safe; not async-signal-safe: takes the tree's flush engine's
+ * lock, may wait for another reader's flush, may issue membarrier().
  *
  * Return: 0, -EINVAL.
  */
@@ -496,6 +494,14 @@ int tally_stats_periodic_tick(struct tally_stats_tree *t);
  * @flush_lock_wait_ns: the time they slept, in all.  With more threads
  *	than CPUs, a holder waiting for a CPU makes these long: the share of
  *	a fresh read's latency that no flushing design avoids.
+ * @flush_lock_long_holds: holds of the flush engine's lock that lasted
+ *	over 200 us, many times what a hold's work takes: its holder was
+ *	off a CPU (preempted, stopped) while other flushes waited.
+ * @flush_lock_long_hold_ns: their length, in all.
+ * @adoptions: times a flush found an update between its claim of a
+ *	(group, CPU) and its push on the CPU's list (preempted or stopped
+ *	there) and, rather than wait for it, looked for the claimed groups
+ *	of its subtree on that CPU itself.
  */
 struct tally_stats_info {
 	uint64_t flushes;
@@ -509,6 +515,9 @@ struct tally_stats_info {
 	uint64_t naps;
 	uint64_t flush_lock_waits;
 	uint64_t flush_lock_wait_ns;
+	uint64_t flush_lock_long_holds;
+	uint64_t flush_lock_long_hold_ns;
+	uint64_t adoptions;
 };
 
 /**

@@ -29,6 +29,8 @@ enum tally_inject_point {
 	 * pass 1 and its barrier, others after their first CPU.
 	 */
 	TALLY_INJECT_FLUSH_BETWEEN_PASSES,
+	/* A flush has just taken the statistics tree's flush_lock (held). */
+	TALLY_INJECT_STATS_ENGINE_HELD,
 	/*
 	 * Statistics tree, TALLY design: a reader's shared flush of its
 	 * group is done, not yet published to the readers who share it; no

@@ -69,24 +69,39 @@
  * barrier settled the idle mark: a node is never pushed twice.  Hence a
  * flush that starts after an update happened before reads it (freshness).
  *
- * Waiting: pass 1 must not pop before the pushes of claims that completed
- * updates relied on, and waits before it takes flush_lock for those
- * CPUs (never holding it while an updater finishes a push).  It spins
- * briefly, then sleeps on a futex that the last pusher wakes: it never
- * burns a CPU on a preempted or stopped updater (but it does wait for it
- * to run again).
+ * Claims not pushed yet.  An update claims (group, CPU) (idle -> listed),
+ * then pushes it; another update of the group on that CPU that sees it
+ * listed relies on that push and returns at once.  A flush must fold such
+ * a claim even when its updater was preempted or stopped between claim
+ * and push, without waiting for that thread to run again: before its pop
+ * on a CPU whose pushing count is not zero, it links every node of G's
+ * subtree on that CPU that is listed and not linked (adopt_claimed()).
+ * The count is loaded before the pop: 0 means every claim counted before
+ * it was pushed before, so the pop finds it.  An adopted node is listed
+ * and linked, a state a node also reaches when an update claims it while
+ * it waits for a barrier: pass 1 leaves it as it is, so it stays linked
+ * until the late push is popped and a later flush makes it idle.  The
+ * walk over G's subtree follows the groups' child and sibling links,
+ * which create and destroy change with atomic stores; a group it reaches
+ * is not freed while the flush holds flush_lock (stats_group_finish()
+ * quiesces first).  Before it takes flush_lock, a flush spins briefly
+ * for pushes in progress, so that only a pusher that does not run costs
+ * that walk.
  *
  * Barriers, their modes and tickets: stats_barrier.c.
  *
- * Cost of a flush: O(nr_cpus) pops and waits, one lock round trip (two
- * per STATS_CPUS_PER_HOLD CPUs for a flush of more) plus O(updated
- * groups x nr_stats), where the updated groups include those updated
- * within the last SETTLE_NS; no system call.  A barrier:
+ * Cost of a flush: O(nr_cpus) pops, one lock round trip (two per
+ * STATS_CPUS_PER_HOLD CPUs for a flush of more) plus O(updated groups x
+ * nr_stats), where the updated groups include those updated within the
+ * last SETTLE_NS, plus a walk of G's subtree for each CPU where an
+ * updater stopped between claim and push; no system call unless the
+ * lock is contended.  A barrier:
  * one membarrier() per SETTLE_NS at most, whatever the flush rate.
  */
 #define _GNU_SOURCE
 #include <limits.h>
 #include <linux/futex.h>
+#include <sched.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -95,8 +110,17 @@
 #include "stats_barrier.h"
 #include "stats_internal.h"
 
-/* Spins of pass 1 on a push in progress before it sleeps. */
+/*
+ * Spins of a flush on a push in progress before it goes on without it
+ * (and of stats_wait_for_pushes() before it sleeps).
+ */
 #define PUSH_SPINS 256
+
+/* A hold of flush_lock this long had its holder off a CPU (unlock_engine). */
+#define LONG_HOLD_NS 200000ull
+
+/* Yields of a flush to a holder of flush_lock it preempted. */
+#define HOLDER_YIELDS 4
 
 /* --- waiting for pushes ------------------------------------------------- */
 
@@ -217,6 +241,15 @@ static struct tally_stats_group *walk_next(struct tally_stats_group *g,
 
 /* --- the two passes ----------------------------------------------------- */
 
+/* The last holder of flush_lock took it on the CPU we run on. */
+static bool holder_preempted_by_us(const struct tally_stats_tree *t)
+{
+	int cpu = sched_getcpu();
+
+	return cpu >= 0 && cpu == __atomic_load_n(&t->holder_cpu,
+						  __ATOMIC_RELAXED);
+}
+
 /*
  * Take flush_lock for a pass.  A pass that finds it held is counted with
  * the time it waited (tally_stats_info): under overload, that wait (a
@@ -227,11 +260,43 @@ static void lock_engine(struct tally_stats_tree *t)
 	uint64_t start;
 
 	if (!pthread_mutex_trylock(&t->flush_lock))
-		return;
+		goto taken;
 	start = stats_mono_ns();
+	/*
+	 * Its holder last ran on our CPU: we took the CPU from it.  Give the
+	 * CPU back rather than sleep until it ran and released, a few
+	 * times: a holder that does not run (stopped) is then slept on.
+	 */
+	for (unsigned int y = 0; y < HOLDER_YIELDS && holder_preempted_by_us(t);
+	     y++) {
+		sched_yield();
+		if (!pthread_mutex_trylock(&t->flush_lock))
+			goto waited;
+	}
 	pthread_mutex_lock(&t->flush_lock);
+waited:
 	stats_count_info(&t->info.flush_lock_waits, 1);
 	stats_count_info(&t->info.flush_lock_wait_ns, stats_mono_ns() - start);
+taken:
+	t->hold_start = stats_mono_ns();
+	__atomic_store_n(&t->holder_cpu, sched_getcpu(), __ATOMIC_RELAXED);
+	tally_inject(TALLY_INJECT_STATS_ENGINE_HELD);
+}
+
+/*
+ * Release flush_lock.  A hold longer than LONG_HOLD_NS, many times what
+ * the passes of a hold take when its holder runs, is counted with its
+ * length: its holder waited for a CPU while every flush waited for it.
+ */
+static void unlock_engine(struct tally_stats_tree *t)
+{
+	uint64_t held = stats_mono_ns() - t->hold_start;
+
+	pthread_mutex_unlock(&t->flush_lock);
+	if (held > LONG_HOLD_NS) {
+		stats_count_info(&t->info.flush_lock_long_holds, 1);
+		stats_count_info(&t->info.flush_lock_long_hold_ns, held);
+	}
 }
 
 /*
@@ -406,11 +471,55 @@ static uint64_t fold_cpu(struct tally_stats_group *g, unsigned int cpu,
 	return visited;
 }
 
-/* Before pass 1 on @cpu: claims seen by updates that completed before the
- * flush are pushed. */
-static void wait_for_claims(struct tally_stats_tree *t, unsigned int cpu)
+static bool pushes_in_progress(struct tally_stats_tree *t, unsigned int cpu)
 {
-	stats_wait_for_pushes(tally_percpu_ptr(t->pushing, cpu));
+	return __atomic_load_n((unsigned int *)tally_percpu_ptr(t->pushing, cpu),
+			       __ATOMIC_SEQ_CST) &
+	       ~STATS_PUSH_WAITERS;
+}
+
+/*
+ * Before flush_lock: give the pushes in progress on @cpu a moment to end,
+ * so that adopt_claimed() runs only for a pusher that is not running.
+ */
+static void spin_for_pushes(struct tally_stats_tree *t, unsigned int cpu)
+{
+	for (unsigned int spins = 0;
+	     spins < PUSH_SPINS && pushes_in_progress(t, cpu); spins++)
+		__builtin_ia32_pause();
+}
+
+/* The next group of @g's subtree after @n, parents first; NULL at the end. */
+static struct tally_stats_group *subtree_next(struct tally_stats_group *g,
+					      struct tally_stats_group *n)
+{
+	struct tally_stats_group *c = __atomic_load_n(&n->first_child,
+						      __ATOMIC_ACQUIRE);
+
+	while (!c) {
+		if (n == g)
+			return NULL;
+		c = __atomic_load_n(&n->next_sibling, __ATOMIC_ACQUIRE);
+		n = n->parent;
+	}
+	return c;
+}
+
+/*
+ * Link every node of @g's subtree on @cpu that an update claimed and
+ * that is not linked: its push may not have happened yet (see "Claims
+ * not pushed yet" at the top of the file).
+ */
+static void adopt_claimed(struct tally_stats_group *g, unsigned int cpu)
+{
+	for (struct tally_stats_group *n = g; n; n = subtree_next(g, n)) {
+		struct stats_pcpu *pc = pcpu_of(n, cpu);
+
+		if (__atomic_load_n(&pc->queued, __ATOMIC_ACQUIRE) ==
+			    QUEUE_LISTED &&
+		    !pc->linked)
+			link_updated(n, cpu);
+	}
 }
 
 /*
@@ -422,10 +531,14 @@ static uint64_t pass_cpu(struct tally_stats_tree *t,
 			 struct tally_stats_group *g, unsigned int cpu,
 			 bool mark, bool fold, bool immediate, bool quiesced)
 {
-	bool unsettled = false;
+	bool unsettled = false, unpushed = pushes_in_progress(t, cpu);
 	uint64_t visited = 0;
 
 	pop_updates(t, cpu);
+	if (unpushed) {
+		adopt_claimed(g, cpu);
+		stats_count_info(&t->info.adoptions, 1);
+	}
 	if (mark)
 		mark_cpu(g, cpu, immediate, quiesced);
 	if (mark && fold && immediate)
@@ -459,13 +572,13 @@ static void flush_subtree(struct tally_stats_tree *t,
 	__atomic_store_n(&g->over, 0, __ATOMIC_RELAXED);
 	if (one_hold)
 		for (unsigned int cpu = 0; cpu < nr; cpu++)
-			wait_for_claims(t, cpu);
+			spin_for_pushes(t, cpu);
 	for (unsigned int cpu = 0; cpu < nr; cpu++) {
 		if (cpu % per == 0)
 			lock_engine(t);
 		zero_cpu(t, g, cpu);
 		if (!one_hold && (cpu % per == per - 1 || cpu == nr - 1))
-			pthread_mutex_unlock(&t->flush_lock);
+			unlock_engine(t);
 		tick(progress);
 	}
 	for (unsigned int first = 0; first < nr; first += per) {
@@ -473,13 +586,13 @@ static void flush_subtree(struct tally_stats_tree *t,
 
 		if (!one_hold) {
 			for (unsigned int cpu = first; cpu < end; cpu++)
-				wait_for_claims(t, cpu);
+				spin_for_pushes(t, cpu);
 			lock_engine(t);
 		}
 		for (unsigned int cpu = first; cpu < end; cpu++)
 			visited += pass_cpu(t, g, cpu, true, !split, immediate,
 					    mode == FLUSH_QUIESCED);
-		pthread_mutex_unlock(&t->flush_lock);
+		unlock_engine(t);
 		tick(progress);
 		if (first == 0 && !split)
 			tally_inject(TALLY_INJECT_FLUSH_BETWEEN_PASSES);
@@ -491,7 +604,7 @@ static void flush_subtree(struct tally_stats_tree *t,
 			lock_engine(t);
 			visited += pass_cpu(t, g, cpu, false, true, false,
 					    false);
-			pthread_mutex_unlock(&t->flush_lock);
+			unlock_engine(t);
 		}
 	}
 	stats_count_info(&t->info.groups_flushed, visited);
@@ -561,8 +674,8 @@ void stats_flush_fini(struct tally_stats_tree *t)
 /* Each pass keeps group pointers only while it holds flush_lock. */
 void stats_flush_quiesce(struct tally_stats_tree *t)
 {
-	pthread_mutex_lock(&t->flush_lock);
-	pthread_mutex_unlock(&t->flush_lock);
+	lock_engine(t);
+	unlock_engine(t);
 }
 
 /* --- fork --------------------------------------------------------------- */

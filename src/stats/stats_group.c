@@ -213,7 +213,7 @@ int tally_stats_group_create(struct tally_stats_group *parent,
 		g->next_sibling = parent->first_child;
 		if (parent->first_child)
 			parent->first_child->prev_sibling = g;
-		/* Loaded without the lock by stats_group_clean(). */
+		/* Loaded without the lock by stats_group_clean(), adopt_claimed(). */
 		__atomic_store_n(&parent->first_child, g, __ATOMIC_RELEASE);
 		names_insert(&t->group_names, &g->node);
 		stats_count_info(&t->info.groups, 1);
@@ -237,8 +237,10 @@ int stats_group_detach(struct tally_stats_group *g)
 		return g->dying ? -EINVAL : -EBUSY;
 	}
 	g->dying = true;
+	/* Both loaded without the lock by a flush's adopt_claimed(). */
 	if (g->prev_sibling)
-		g->prev_sibling->next_sibling = g->next_sibling;
+		__atomic_store_n(&g->prev_sibling->next_sibling,
+				 g->next_sibling, __ATOMIC_RELEASE);
 	else
 		__atomic_store_n(&g->parent->first_child, g->next_sibling,
 				 __ATOMIC_RELEASE);

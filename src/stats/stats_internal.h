@@ -229,6 +229,8 @@ struct tally_stats_tree {
 	 * tests lower it to stop a flush between two CPUs).
 	 */
 	unsigned int cpus_per_hold;
+	uint64_t hold_start;	/* under flush_lock: when its holder took it */
+	int holder_cpu;		/* the CPU its last holder took it on */
 	/*
 	 * Nodes wait for a barrier: loaded after every read's flush, set
 	 * rarely; a line of its own, not the one each flush_lock round trip

@@ -10,11 +10,13 @@
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <tally/memcg.h>
@@ -594,6 +596,144 @@ TEST(charge_of_a_zombie_survives_its_ancestor_destroyed_in_the_window)
 		tally_memcg_put(b);
 		tally_memcg_tree_destroy(t);
 	}
+}
+
+/*
+ * A destroyed group's statistics group still takes the updates of the
+ * threads that resolved the group before its destroy.  T1 resolves b,
+ * destroys it there, then updates it on CPU 3 and stops between its
+ * claim and its push.  T2, which resolved b before the destroy, updates
+ * it on CPU 3 after that claim and returns without a push.  A forced read
+ * of b's parent must return both while T1 is still stopped: the flush
+ * finds the claim in the detached group itself.
+ */
+struct stopped_push {
+	struct tally_memcg *a, *b;
+	int resolved;		/* RESOLVED hook calls */
+	sem_t t2_resolved, t2_go, t1_in_push, t1_go;
+	long value;
+	int returned;
+};
+
+static struct stopped_push *stopped;
+
+static int park_t2_then_destroy(enum tally_inject_point point, void *arg)
+{
+	struct stopped_push *s = stopped;
+
+	(void)point;
+	(void)arg;
+	if (__atomic_add_fetch(&s->resolved, 1, __ATOMIC_ACQ_REL) == 1) {
+		sem_post(&s->t2_resolved);
+		while (sem_wait(&s->t2_go))
+			;
+	} else {
+		CHECK_EQ_LONG(tally_memcg_destroy(s->b), 0);
+	}
+	return 0;
+}
+
+static int park_in_push(enum tally_inject_point point, void *arg)
+{
+	struct stopped_push *s = stopped;
+
+	(void)point;
+	(void)arg;
+	sem_post(&s->t1_in_push);
+	while (sem_wait(&s->t1_go))
+		;
+	return 0;
+}
+
+struct b_update {
+	struct stopped_push *s;
+	long delta;
+};
+
+static void *update_b_on_cpu3(void *arg)
+{
+	struct b_update *u = arg;
+
+	CHECK_EQ_LONG(tally_memcg_stat_mod_cpu(u->s->b, 3, TALLY_MEMCG_ANON,
+					       u->delta),
+		      0);
+	return NULL;
+}
+
+static void *read_parent(void *arg)
+{
+	struct stopped_push *s = arg;
+
+	CHECK_EQ_LONG(tally_memcg_stat_read(s->a, TALLY_MEMCG_ANON, TALLY_FLUSH_FORCE,
+					    &s->value, NULL),
+		      0);
+	__atomic_store_n(&s->returned, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+static bool sem_wait_s(sem_t *sem, int secs)
+{
+	struct timespec until;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += secs;
+	while (sem_timedwait(sem, &until))
+		if (errno != EINTR)
+			return false;
+	return true;
+}
+
+TEST(forced_read_folds_a_destroyed_groups_update_stopped_before_its_push)
+{
+	struct tally_domain *d = util_domain(8);
+	struct tally_memcg_tree *t = util_memcg_tree(d, 0);
+	struct stopped_push s = { .value = -1 };
+	struct b_update u1 = { &s, 5 }, u2 = { &s, 7 };
+	pthread_t t1, t2, rd;
+	long value = -1;
+
+	REQUIRE(t);
+	s.a = util_memcg_group(tally_memcg_root(t), "a");
+	s.b = util_memcg_group(s.a, "b");
+	REQUIRE(s.a && s.b);
+	sem_init(&s.t2_resolved, 0, 0);
+	sem_init(&s.t2_go, 0, 0);
+	sem_init(&s.t1_in_push, 0, 0);
+	sem_init(&s.t1_go, 0, 0);
+	stopped = &s;
+	tally_inject_set(TALLY_INJECT_MEMCG_RESOLVED, park_t2_then_destroy,
+			 NULL);
+	tally_inject_set(TALLY_INJECT_STATS_IN_PUSH, park_in_push, NULL);
+	REQUIRE(!pthread_create(&t2, NULL, update_b_on_cpu3, &u2));
+	REQUIRE(sem_wait_s(&s.t2_resolved, HARNESS_HANG_S));
+	REQUIRE(!pthread_create(&t1, NULL, update_b_on_cpu3, &u1));
+	REQUIRE(sem_wait_s(&s.t1_in_push, HARNESS_HANG_S));
+	tally_inject_set(TALLY_INJECT_STATS_IN_PUSH, NULL, NULL);
+	sem_post(&s.t2_go);
+	pthread_join(t2, NULL);
+	REQUIRE(!pthread_create(&rd, NULL, read_parent, &s));
+	for (double end = harness_now() + HARNESS_HANG_S;
+	     !__atomic_load_n(&s.returned, __ATOMIC_ACQUIRE) &&
+	     harness_now() < end;)
+		usleep(1000);
+	if (!CHECK(__atomic_load_n(&s.returned, __ATOMIC_ACQUIRE)))
+		harness_log("the read waited for the stopped updater");
+	sem_post(&s.t1_go);
+	pthread_join(t1, NULL);
+	pthread_join(rd, NULL);
+	tally_inject_set(TALLY_INJECT_MEMCG_RESOLVED, NULL, NULL);
+	CHECK_EQ_LONG(s.value, 12);
+	CHECK_EQ_LONG(tally_memcg_stat_read(s.a, TALLY_MEMCG_ANON,
+					    TALLY_FLUSH_FORCE, &value, NULL),
+		      0);
+	CHECK_EQ_LONG(value, 12);
+	tally_memcg_put(s.b);
+	tally_memcg_tree_destroy(t);
+	tally_domain_destroy(d);
+	sem_destroy(&s.t2_resolved);
+	sem_destroy(&s.t2_go);
+	sem_destroy(&s.t1_in_push);
+	sem_destroy(&s.t1_go);
 }
 
 #ifdef TALLY_DEBUG

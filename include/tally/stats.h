@@ -31,13 +31,15 @@
  *     flushes the group itself.
  *   - Flushes and structure changes take locks (per tree: one for the
  *     structure, and the flush engine's, held once per flush of up to 64
- *     CPUs).  A flush that finds the engine's lock held by a thread that
+ *     CPUs, once per CPU and pass by destroy's flush).  A flush that finds the engine's lock held by a thread that
  *     last ran on its own CPU (which it preempted) gives the CPU back a
  *     few times (sched_yield()) before it sleeps on the lock.  A flush
  *     never waits for an updater: an update caught between queueing a
  *     group and pushing it (preempted, stopped or traced there) has the
  *     groups it may have queued found by the flush itself, among those of
- *     the flushed subtree.  Updates never wait for anything.
+ *     the flushed subtree.  Destroy may wait for an update caught taking
+ *     a CPU's hint cache (a few instructions).  Updates never wait for
+ *     anything.
  *
  * Memory barriers: updates need no fence, and flushes issue no barrier
  * of their own (their only system calls are a contended lock's futex
@@ -237,6 +239,7 @@ int tally_stats_group_create(struct tally_stats_group *parent,
  *
  * Context: MT-safe against calls on other groups; not async-signal-safe: takes
  * the structure lock for writing, flushes @g (the flush engine's lock),
+ * waits for updates caught taking a CPU's hint cache (a futex sleep),
  * issues membarrier(), waits for the readers sharing a flush of @g, frees
  * memory.
  *
@@ -498,10 +501,11 @@ int tally_stats_periodic_tick(struct tally_stats_tree *t);
  *	over 200 us, many times what a hold's work takes: its holder was
  *	off a CPU (preempted, stopped) while other flushes waited.
  * @flush_lock_long_hold_ns: their length, in all.
- * @adoptions: times a flush found an update between its claim of a
- *	(group, CPU) and its push on the CPU's list (preempted or stopped
- *	there) and, rather than wait for it, looked for the claimed groups
- *	of its subtree on that CPU itself.
+ * @adoptions: times a flush's pass on a CPU found an update of that CPU
+ *	between its claim of a (group, CPU) and its push on the CPU's list
+ *	(preempted or stopped there, or pushing at that moment) and, rather
+ *	than wait for it, looked for the claimed groups of its subtree on
+ *	that CPU itself.
  */
 struct tally_stats_info {
 	uint64_t flushes;

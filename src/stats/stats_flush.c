@@ -21,8 +21,9 @@
  * updates the flush does fold only make a later read flush early.  Then
  * it runs two passes on each CPU in turn:
  *
- *   1. wait for the CPU's pushes in progress, pop its list, make the
- *      linked nodes of G's updated subtree idle (each node notes the
+ *   1. pop the CPU's list (adopting the claims whose push is still in
+ *      progress, see below), make the linked nodes of G's updated
+ *      subtree idle (each node notes the
  *      barrier ticket it was made idle at);
  *   2. fold G's updated subtree children first: delta = stat -
  *      prev; local += delta; hier += delta + pending; the parent's pending
@@ -81,21 +82,24 @@
  * and linked, a state a node also reaches when an update claims it while
  * it waits for a barrier: pass 1 leaves it as it is, so it stays linked
  * until the late push is popped and a later flush makes it idle.  The
- * walk over G's subtree follows the groups' child and sibling links,
- * which create and destroy change with atomic stores; a group it reaches
- * is not freed while the flush holds flush_lock (stats_group_finish()
- * quiesces first).  Before it takes flush_lock, a flush spins briefly
- * for pushes in progress, so that only a pusher that does not run costs
- * that walk.
+ * walk over G's subtree follows links (walk_first, walk_next) that keep
+ * every group until it is finished, detached ones included (a destroyed
+ * memory group's stats still take updates until its grace period ends):
+ * create and finish change them with atomic stores, and a group it
+ * reaches is not freed while the flush holds flush_lock (finish leaves
+ * the links, then quiesces).  Before it takes flush_lock, a flush spins
+ * briefly for the pushes in progress on its CPUs, so that the walk is
+ * mostly for a pusher that does not run; one that runs but pushes when
+ * the pass loads the count (of any group on that CPU) costs a walk too.
  *
  * Barriers, their modes and tickets: stats_barrier.c.
  *
  * Cost of a flush: O(nr_cpus) pops, one lock round trip (two per
  * STATS_CPUS_PER_HOLD CPUs for a flush of more) plus O(updated groups x
  * nr_stats), where the updated groups include those updated within the
- * last SETTLE_NS, plus a walk of G's subtree for each CPU where an
- * updater stopped between claim and push; no system call unless the
- * lock is contended.  A barrier:
+ * last SETTLE_NS, plus a walk of G's subtree for each CPU with a push in
+ * progress as its pass begins; no system call unless the lock is
+ * contended.  A barrier:
  * one membarrier() per SETTLE_NS at most, whatever the flush rate.
  */
 #define _GNU_SOURCE
@@ -489,17 +493,20 @@ static void spin_for_pushes(struct tally_stats_tree *t, unsigned int cpu)
 		__builtin_ia32_pause();
 }
 
-/* The next group of @g's subtree after @n, parents first; NULL at the end. */
+/*
+ * The next group of @g's subtree after @n, parents first, detached groups
+ * not finished included; NULL at the end.
+ */
 static struct tally_stats_group *subtree_next(struct tally_stats_group *g,
 					      struct tally_stats_group *n)
 {
-	struct tally_stats_group *c = __atomic_load_n(&n->first_child,
+	struct tally_stats_group *c = __atomic_load_n(&n->walk_first,
 						      __ATOMIC_ACQUIRE);
 
 	while (!c) {
 		if (n == g)
 			return NULL;
-		c = __atomic_load_n(&n->next_sibling, __ATOMIC_ACQUIRE);
+		c = __atomic_load_n(&n->walk_next, __ATOMIC_ACQUIRE);
 		n = n->parent;
 	}
 	return c;
@@ -634,8 +641,11 @@ void stats_flush_counted(struct tally_stats_tree *t,
 }
 
 /*
- * Whether a flush of @g would fold nothing: @g has no child, and on every
- * CPU it is idle and out of the updated tree.  Then every update of @g
+ * Whether a flush of @g would fold nothing: @g has no child, not even a
+ * detached one not finished yet (a destroyed memory group's stats take
+ * updates until its grace period ends, and they reach @g only when a
+ * flush of @g folds them), and on every CPU it is idle and out of the
+ * updated tree.  Then every update of @g
  * that happens before the call was folded, and the fold's stores are
  * visible: an update claims (g, cpu) after its stat store, a pop links it
  * before pass 1 makes it idle again, and only pass 2 unlinks it, after
@@ -649,7 +659,7 @@ bool stats_group_clean(const struct tally_stats_group *g)
 {
 	const struct tally_stats_tree *t = g->tree;
 
-	if (__atomic_load_n(&g->first_child, __ATOMIC_ACQUIRE))
+	if (__atomic_load_n(&g->walk_first, __ATOMIC_ACQUIRE))
 		return false;
 	for (unsigned int cpu = 0; cpu < t->nr_cpus; cpu++)
 		if (__atomic_load_n(&pcpu_of(g, cpu)->queued,
@@ -674,8 +684,8 @@ void stats_flush_fini(struct tally_stats_tree *t)
 /* Each pass keeps group pointers only while it holds flush_lock. */
 void stats_flush_quiesce(struct tally_stats_tree *t)
 {
-	lock_engine(t);
-	unlock_engine(t);
+	pthread_mutex_lock(&t->flush_lock);
+	pthread_mutex_unlock(&t->flush_lock);
 }
 
 /* --- fork --------------------------------------------------------------- */

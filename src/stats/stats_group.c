@@ -213,8 +213,12 @@ int tally_stats_group_create(struct tally_stats_group *parent,
 		g->next_sibling = parent->first_child;
 		if (parent->first_child)
 			parent->first_child->prev_sibling = g;
-		/* Loaded without the lock by stats_group_clean(), adopt_claimed(). */
 		__atomic_store_n(&parent->first_child, g, __ATOMIC_RELEASE);
+		g->walk_next = parent->walk_first;
+		if (parent->walk_first)
+			parent->walk_first->walk_prev = g;
+		/* Loaded without the lock: stats_group_clean(), adopt_claimed(). */
+		__atomic_store_n(&parent->walk_first, g, __ATOMIC_RELEASE);
 		names_insert(&t->group_names, &g->node);
 		stats_count_info(&t->info.groups, 1);
 	}
@@ -237,10 +241,8 @@ int stats_group_detach(struct tally_stats_group *g)
 		return g->dying ? -EINVAL : -EBUSY;
 	}
 	g->dying = true;
-	/* Both loaded without the lock by a flush's adopt_claimed(). */
 	if (g->prev_sibling)
-		__atomic_store_n(&g->prev_sibling->next_sibling,
-				 g->next_sibling, __ATOMIC_RELEASE);
+		g->prev_sibling->next_sibling = g->next_sibling;
 	else
 		__atomic_store_n(&g->parent->first_child, g->next_sibling,
 				 __ATOMIC_RELEASE);
@@ -262,6 +264,28 @@ void stats_group_fold(struct tally_stats_group *g, bool quiesced)
 		stats_flush_subtree(g->tree, g, false);
 }
 
+/*
+ * No flush's adopt_claimed() reaches @g any more once the flushes that
+ * hold flush_lock now are done (stats_flush_quiesce()).  @g takes no
+ * update any more: its last fold is done.
+ */
+static void leave_walk(struct tally_stats_group *g)
+{
+	struct tally_stats_tree *t = g->tree;
+
+	pthread_rwlock_wrlock(&t->topo_lock);
+	/* Loaded without the lock: stats_group_clean(), adopt_claimed(). */
+	if (g->walk_prev)
+		__atomic_store_n(&g->walk_prev->walk_next, g->walk_next,
+				 __ATOMIC_RELEASE);
+	else
+		__atomic_store_n(&g->parent->walk_first, g->walk_next,
+				 __ATOMIC_RELEASE);
+	if (g->walk_next)
+		g->walk_next->walk_prev = g->walk_prev;
+	pthread_rwlock_unlock(&t->topo_lock);
+}
+
 void stats_group_finish(struct tally_stats_group *g, bool children_finished)
 {
 	struct tally_stats_tree *t = g->tree;
@@ -277,6 +301,7 @@ void stats_group_finish(struct tally_stats_group *g, bool children_finished)
 	stats_hcache_evict(g);
 	if (!children_finished || !stats_group_clean(g))
 		stats_flush_subtree(t, g, true);
+	leave_walk(g);
 	stats_flush_quiesce(t);
 	if (t->ops->retire)
 		t->ops->retire(g);

@@ -167,6 +167,13 @@ struct tally_stats_group {
 	struct tally_stats_group *parent __attribute__((aligned(STATS_CACHELINE)));
 	struct tally_stats_group *first_child;
 	struct tally_stats_group *next_sibling, *prev_sibling;
+	/*
+	 * The children not finished yet, detached ones included: what a
+	 * flush's adopt_claimed() walks, loading the links without the lock
+	 * (a detached memory group's stats still take updates).
+	 */
+	struct tally_stats_group *walk_first;
+	struct tally_stats_group *walk_next, *walk_prev;
 	struct name_node node;		/* name, in the tree's table */
 	unsigned long magic;
 	bool dying;
@@ -400,8 +407,8 @@ void stats_flush_counted(struct tally_stats_tree *t,
  */
 void stats_flush_settle(struct tally_stats_tree *t);
 /*
- * Return once @pushing (a CPU's count of claims being pushed, a cache's
- * count of takers, or a group's running flushes) is 0: a short spin,
+ * Return once @pushing (a cache's count of takers, or a group's running
+ * flushes) is 0: a short spin,
  * then futex sleeps until the last one wakes it (stats_count_leave()).
  */
 void stats_wait_for_pushes(unsigned int *pushing);

@@ -54,7 +54,8 @@
 /*
  * Push (g, cpu) on the CPU's list, once until a pop and a flush make it
  * idle again.  Counted in pushing from before the claim to after the push,
- * so that a flusher waits for the push of a claim it could miss.
+ * so that a flusher that could miss the claim finds it without the push
+ * (stats_flush.c: adopt_claimed()).
  */
 static void queue_update(struct tally_stats_group *g, struct stats_pcpu *pc,
 			 unsigned int cpu)

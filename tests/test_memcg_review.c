@@ -683,7 +683,31 @@ static bool sem_wait_s(sem_t *sem, int secs)
 	return true;
 }
 
-TEST(forced_read_folds_a_destroyed_groups_update_stopped_before_its_push)
+/* A forced read of a in a child forked now: 12, or the child fails. */
+static void read_parent_in_a_child(struct stopped_push *s)
+{
+	int status = -1;
+	pid_t pid = fork();
+
+	REQUIRE(pid >= 0);
+	if (pid == 0) {
+		long value = -1;
+
+		tally_memcg_stat_read(s->a, TALLY_MEMCG_ANON, TALLY_FLUSH_FORCE,
+				      &value, NULL);
+		_exit(value == 12 ? 0 : 1);
+	}
+	REQUIRE(waitpid(pid, &status, 0) == pid);
+	if (!CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0))
+		harness_log("the child's forced read missed the updates");
+}
+
+/*
+ * @in_child: the forced read runs in a child forked while T1 is stopped
+ * (the child has no T1: its flushes find the claim among the groups
+ * marked listed), else in a thread of this process.
+ */
+static void stopped_zombie_push_run(bool in_child)
 {
 	struct tally_domain *d = util_domain(8);
 	struct tally_memcg_tree *t = util_memcg_tree(d, 0);
@@ -711,18 +735,24 @@ TEST(forced_read_folds_a_destroyed_groups_update_stopped_before_its_push)
 	tally_inject_set(TALLY_INJECT_STATS_IN_PUSH, NULL, NULL);
 	sem_post(&s.t2_go);
 	pthread_join(t2, NULL);
-	REQUIRE(!pthread_create(&rd, NULL, read_parent, &s));
-	for (double end = harness_now() + HARNESS_HANG_S;
-	     !__atomic_load_n(&s.returned, __ATOMIC_ACQUIRE) &&
-	     harness_now() < end;)
-		usleep(1000);
-	if (!CHECK(__atomic_load_n(&s.returned, __ATOMIC_ACQUIRE)))
-		harness_log("the read waited for the stopped updater");
+	if (in_child) {
+		read_parent_in_a_child(&s);
+	} else {
+		REQUIRE(!pthread_create(&rd, NULL, read_parent, &s));
+		for (double end = harness_now() + HARNESS_HANG_S;
+		     !__atomic_load_n(&s.returned, __ATOMIC_ACQUIRE) &&
+		     harness_now() < end;)
+			usleep(1000);
+		if (!CHECK(__atomic_load_n(&s.returned, __ATOMIC_ACQUIRE)))
+			harness_log("the read waited for the stopped updater");
+	}
 	sem_post(&s.t1_go);
 	pthread_join(t1, NULL);
-	pthread_join(rd, NULL);
+	if (!in_child) {
+		pthread_join(rd, NULL);
+		CHECK_EQ_LONG(s.value, 12);
+	}
 	tally_inject_set(TALLY_INJECT_MEMCG_RESOLVED, NULL, NULL);
-	CHECK_EQ_LONG(s.value, 12);
 	CHECK_EQ_LONG(tally_memcg_stat_read(s.a, TALLY_MEMCG_ANON,
 					    TALLY_FLUSH_FORCE, &value, NULL),
 		      0);
@@ -734,6 +764,16 @@ TEST(forced_read_folds_a_destroyed_groups_update_stopped_before_its_push)
 	sem_destroy(&s.t2_go);
 	sem_destroy(&s.t1_in_push);
 	sem_destroy(&s.t1_go);
+}
+
+TEST(forced_read_folds_a_destroyed_groups_update_stopped_before_its_push)
+{
+	stopped_zombie_push_run(false);
+}
+
+TEST(fork_child_folds_a_destroyed_groups_update_stopped_before_its_push)
+{
+	stopped_zombie_push_run(true);
 }
 
 #ifdef TALLY_DEBUG

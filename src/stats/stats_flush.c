@@ -494,32 +494,13 @@ static void spin_for_pushes(struct tally_stats_tree *t, unsigned int cpu)
 }
 
 /*
- * The next group of @g's subtree after @n, parents first, detached groups
- * not finished included; NULL at the end.
- */
-static struct tally_stats_group *subtree_next(struct tally_stats_group *g,
-					      struct tally_stats_group *n)
-{
-	struct tally_stats_group *c = __atomic_load_n(&n->walk_first,
-						      __ATOMIC_ACQUIRE);
-
-	while (!c) {
-		if (n == g)
-			return NULL;
-		c = __atomic_load_n(&n->walk_next, __ATOMIC_ACQUIRE);
-		n = n->parent;
-	}
-	return c;
-}
-
-/*
  * Link every node of @g's subtree on @cpu that an update claimed and
  * that is not linked: its push may not have happened yet (see "Claims
  * not pushed yet" at the top of the file).
  */
 static void adopt_claimed(struct tally_stats_group *g, unsigned int cpu)
 {
-	for (struct tally_stats_group *n = g; n; n = subtree_next(g, n)) {
+	for (struct tally_stats_group *n = g; n; n = stats_walk_next(g, n)) {
 		struct stats_pcpu *pc = pcpu_of(n, cpu);
 
 		if (__atomic_load_n(&pc->queued, __ATOMIC_ACQUIRE) ==

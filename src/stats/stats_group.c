@@ -29,24 +29,28 @@
 
 #include "stats_internal.h"
 
-struct each_group {
-	void (*fn)(struct tally_stats_group *g, void *arg);
-	void *arg;
-};
-
-static void each_group(struct name_node *n, void *arg)
+struct tally_stats_group *stats_walk_next(struct tally_stats_group *g,
+					  struct tally_stats_group *n)
 {
-	struct each_group *e = arg;
+	struct tally_stats_group *c = __atomic_load_n(&n->walk_first,
+						      __ATOMIC_ACQUIRE);
 
-	e->fn(stats_group_of(n), e->arg);
+	while (!c) {
+		if (n == g)
+			return NULL;
+		c = __atomic_load_n(&n->walk_next, __ATOMIC_ACQUIRE);
+		n = n->parent;
+	}
+	return c;
 }
 
 void stats_for_each_group(struct tally_stats_tree *t,
 			  void (*fn)(struct tally_stats_group *g, void *arg),
 			  void *arg)
 {
-	fn(t->root, arg);
-	names_for_each(&t->group_names, each_group, &(struct each_group){ fn, arg });
+	for (struct tally_stats_group *g = t->root; g;
+	     g = stats_walk_next(t->root, g))
+		fn(g, arg);
 }
 
 /*

@@ -350,7 +350,19 @@ static inline void stats_count_clean_read(struct tally_stats_tree *t)
 		tally_percpu_add(&t->hcache->clean_reads, 1);
 }
 
-/* Visit every group of @t, the root included (topology must be stable). */
+/*
+ * The group after @n in a walk of @g's subtree, parents first, detached
+ * groups not finished yet included; NULL after the last.  Safe without
+ * topo_lock while flush_lock is held (stats_group_finish() quiesces after
+ * leaving the walk).
+ */
+struct tally_stats_group *stats_walk_next(struct tally_stats_group *g,
+					  struct tally_stats_group *n);
+
+/*
+ * Visit every group of @t, the root and detached groups not finished yet
+ * included (topology must be stable).
+ */
 void stats_for_each_group(struct tally_stats_tree *t,
 			  void (*fn)(struct tally_stats_group *g, void *arg),
 			  void *arg);

@@ -271,15 +271,21 @@ void stats_group_fold(struct tally_stats_group *g, bool quiesced)
 /*
  * No flush's adopt_claimed() reaches @g any more once the flushes that
  * hold flush_lock now are done (stats_flush_quiesce()).  @g takes no
- * update any more: its last fold is done.
+ * update any more: its last fold is done.  Its children still on its
+ * links (detached, finishing at the same time: a statistics tree's
+ * destroy of a parent may overtake its leaf's) leave them too: @g's fold
+ * folded them, and they must not touch @g once it is freed.
  */
 static void leave_walk(struct tally_stats_group *g)
 {
 	struct tally_stats_tree *t = g->tree;
+	struct tally_stats_group *c, *next;
 
 	pthread_rwlock_wrlock(&t->topo_lock);
 	/* Loaded without the lock: stats_group_clean(), adopt_claimed(). */
-	if (g->walk_prev)
+	if (g->walk_orphan)
+		;
+	else if (g->walk_prev)
 		__atomic_store_n(&g->walk_prev->walk_next, g->walk_next,
 				 __ATOMIC_RELEASE);
 	else
@@ -287,6 +293,13 @@ static void leave_walk(struct tally_stats_group *g)
 				 __ATOMIC_RELEASE);
 	if (g->walk_next)
 		g->walk_next->walk_prev = g->walk_prev;
+	for (c = g->walk_first; c; c = next) {
+		next = c->walk_next;
+		c->walk_orphan = true;
+		c->walk_prev = NULL;
+		__atomic_store_n(&c->walk_next, NULL, __ATOMIC_RELEASE);
+	}
+	__atomic_store_n(&g->walk_first, NULL, __ATOMIC_RELEASE);
 	pthread_rwlock_unlock(&t->topo_lock);
 }
 

@@ -174,6 +174,7 @@ struct tally_stats_group {
 	 */
 	struct tally_stats_group *walk_first;
 	struct tally_stats_group *walk_next, *walk_prev;
+	bool walk_orphan;	/* its parent left the walk first */
 	struct name_node node;		/* name, in the tree's table */
 	unsigned long magic;
 	bool dying;

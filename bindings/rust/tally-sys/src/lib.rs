@@ -144,6 +144,9 @@ pub struct tally_stats_info {
     pub naps: u64,
     pub flush_lock_waits: u64,
     pub flush_lock_wait_ns: u64,
+    pub flush_lock_long_holds: u64,
+    pub flush_lock_long_hold_ns: u64,
+    pub adoptions: u64,
 }
 
 /// `struct tally_export_label`.

@@ -484,7 +484,7 @@ static bool pushes_in_progress(struct tally_stats_tree *t, unsigned int cpu)
 
 /*
  * Before flush_lock: give the pushes in progress on @cpu a moment to end,
- * so that adopt_claimed() runs only for a pusher that is not running.
+ * so that adopt_claimed() runs mostly for a pusher that is not running.
  */
 static void spin_for_pushes(struct tally_stats_tree *t, unsigned int cpu)
 {

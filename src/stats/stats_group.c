@@ -283,14 +283,10 @@ static void leave_walk(struct tally_stats_group *g)
 
 	pthread_rwlock_wrlock(&t->topo_lock);
 	/* Loaded without the lock: stats_group_clean(), adopt_claimed(). */
-	if (g->walk_orphan)
-		;
-	else if (g->walk_prev)
-		__atomic_store_n(&g->walk_prev->walk_next, g->walk_next,
-				 __ATOMIC_RELEASE);
-	else
-		__atomic_store_n(&g->parent->walk_first, g->walk_next,
-				 __ATOMIC_RELEASE);
+	if (!g->walk_orphan)
+		__atomic_store_n(g->walk_prev ? &g->walk_prev->walk_next :
+						&g->parent->walk_first,
+				 g->walk_next, __ATOMIC_RELEASE);
 	if (g->walk_next)
 		g->walk_next->walk_prev = g->walk_prev;
 	for (c = g->walk_first; c; c = next) {

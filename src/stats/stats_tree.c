@@ -231,9 +231,9 @@ int tally_stats_tree_info(const struct tally_stats_tree *t,
 	info->flush_lock_waits = load_info(&t->info.flush_lock_waits);
 	info->flush_lock_wait_ns = load_info(&t->info.flush_lock_wait_ns);
 	info->flush_lock_long_holds = load_info(&t->info.flush_lock_long_holds);
-	info->adoptions = load_info(&t->info.adoptions);
 	info->flush_lock_long_hold_ns =
 		load_info(&t->info.flush_lock_long_hold_ns);
+	info->adoptions = load_info(&t->info.adoptions);
 	info->fenced = t->simulated || stats_updates_fence();
 	return 0;
 }
